@@ -1,18 +1,19 @@
 // StandardLent: the standard applet (StandardUnet.java, the U-Net/SLE
-// paper's Figure 5) written against the lent receive interface:
-// doRx(msg, length, channel) gets the message itself, msg[0..length), lent
-// for the call (docs/unet.md, "The lent doRx"), where StandardUnet's
-// doRx(length, channel) finds it copied into RxBuf first. The same
-// deliveries, drops and buffers as StandardUnet, with one copy of each
-// received message fewer: the payload goes from the message straight into
-// the receive descriptor or the free buffers.
+// paper's Figure 5) written against the lent interfaces: doRx(msg, length,
+// channel) gets the message itself, msg[0..length), lent for the call
+// (docs/unet.md, "The lent doRx"), where StandardUnet's doRx(length,
+// channel) finds it copied into RxBuf first; doTx(msg, length, channel)
+// gets the application's message where it lies in the buffer area (docs/
+// unet.md, "The lent doTx"), where StandardUnet's doTx(length, channel, off)
+// copies it into TxBuf first. The same deliveries, drops and buffers as
+// StandardUnet, with two copies of each message fewer.
 //
-// doTx(length, channel, off): copy the application's buffer [off, off+length)
-// into TxBuf and transmit it on `channel` (Figure 2's doTx).
+// doTx: transmit the message on `channel` (Figure 2's doTx). The push is at
+// a tail site, so the engine sends the bytes from the area after doTx
+// returns, one copy as without an applet.
 //
 // doRx: see StandardUnet.java; the buffers it holds between messages too.
 public class StandardLent {
-    public static byte[] TxBuf;
     public static int freebufferlen;
     // Free buffers taken from the free queue and not yet delivered, in
     // bufs[0..held): at most 14, since they are only taken up to the number
@@ -22,14 +23,12 @@ public class StandardLent {
     public static int held;
 
     StandardLent() {
-        TxBuf = newAlignedArray(65536);
         freebufferlen = getFreeBufferLength();
         bufs = new int[14];
     }
 
-    private static int doTx(int length, int channel, int off) {
-        doHtoLDMA(TxBuf, 0, off, length);
-        txPush(TxBuf, 0, channel, length);
+    private static int doTx(byte[] msg, int length, int channel) {
+        txPush(msg, 0, channel, length);
         return 0;
     }
 
@@ -61,10 +60,8 @@ public class StandardLent {
         return 0;
     }
 
-    static native byte[] newAlignedArray(int nbytes);
     static native int getFreeBufferLength();
     static native int getFreeBuffer();
-    static native void doHtoLDMA(byte[] txarray, int txoff, int useroff, int len);
     static native void doLtoHDMA(byte[] rxarray, int rxoff, int useroff, int len);
     static native void txPush(byte[] txarray, int txoff, int chan, int len);
     static native void dmaRxd(int[] offsets, int chan, int len);

@@ -384,7 +384,7 @@ impl std::fmt::Display for Receiver {
             Receiver::StandardApplet => f.write_str("the standard applet on both endpoints"),
             Receiver::Breakdown(mode) => write!(f, "Breakdown mode {mode}"),
             Receiver::StandardLent => {
-                f.write_str("the standard applet with the lent doRx on both endpoints")
+                f.write_str("the standard applet with the lent doRx and doTx on both endpoints")
             }
             Receiver::BreakdownLent(mode) => write!(f, "BreakdownLent mode {mode}"),
             Receiver::NullRx => f.write_str("NullRx"),
@@ -983,22 +983,22 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "(dorx-lent-null - deliver) / N",
         ),
         row(
-            "standard applet with the lent doRx on both endpoints, 40 B: added per message over the path without applet",
+            "standard applet with the lent doRx and doTx on both endpoints, 40 B: added per message over the path without applet",
             per("standard-lent-40")? - per("path-40")?,
             "(standard-lent-40 - path-40) / N",
         ),
         row(
-            "standard applet with the lent doRx on both endpoints, 1000 B: added over the path without applet",
+            "standard applet with the lent doRx and doTx on both endpoints, 1000 B: added over the path without applet",
             per("standard-lent-1000")? - per("path-1000")?,
             "(standard-lent-1000 - path-1000) / N",
         ),
         row(
-            "standard applet with the lent doRx on both endpoints, 4096 B: added over the path without applet",
+            "standard applet with the lent doRx and doTx on both endpoints, 4096 B: added over the path without applet",
             per("standard-lent-4096")? - per("path-4096")?,
             "(standard-lent-4096 - path-4096) / N",
         ),
         row(
-            "standard applet with the lent doRx on both endpoints, 40 B, through a frame: added over the framed path",
+            "standard applet with the lent doRx and doTx on both endpoints, 40 B, through a frame: added over the framed path",
             per("standard-lent-40-framed")? - per("path-40-framed")?,
             "(standard-lent-40-framed - path-40-framed) / N",
         ),

@@ -217,7 +217,7 @@ fn example_purpose(name: &str) -> &'static str {
             "RxBuf's contract tests' probe: doRx records what it sees of RxBuf; doTx sends what the last doRx kept"
         }
         "StandardLent" => {
-            "Figure 5's standard applet with the lent doRx: the message read where it is, not copied into RxBuf"
+            "Figure 5's standard applet with the lent doRx and doTx: the message read where it is, not copied into TxBuf and RxBuf"
         }
         "LentTx" => {
             "the lent doTx's tests' probe: doTx pushes, copies into the area, or hashes the lent message"

@@ -7,8 +7,8 @@
 //!   an endpoint: without an applet (standard U-Net), with the standard
 //!   applet on both endpoints (the paper's interface, `doRx` reading its
 //!   copy of the message in `RxBuf`), with the standard applet written to
-//!   the lent `doRx` (`StandardLent`: the message lent to `doRx`, one copy
-//!   fewer) on both endpoints, with the simplified applet of Figure 2, and
+//!   the lent `doRx` and `doTx` (`StandardLent`: the message lent to both,
+//!   two copies fewer) on both endpoints, with the simplified applet of Figure 2, and
 //!   applet-to-applet ping-pong that never reaches the applications. The
 //!   peers: a bare shared-memory SPSC ring between the same two threads
 //!   (the floor of this design: one copy in, one cache-line handoff, one
@@ -194,9 +194,10 @@ enum Setup {
     /// the paper's interface, `doRx(int, int)` reading its copy of the
     /// message in `RxBuf`.
     Standard,
-    /// The standard applet written to the lent `doRx` (`StandardLent`:
-    /// `doRx(byte[] msg, int length, int channel)`, the message lent, not
-    /// copied into `RxBuf`) on both endpoints.
+    /// The standard applet written to the lent `doRx` and `doTx`
+    /// (`StandardLent`: `doRx(byte[] msg, int length, int channel)` and
+    /// `doTx` alike, the message lent, not copied into `RxBuf` or `TxBuf`)
+    /// on both endpoints.
     StandardLent,
     /// The simplified applet of Figure 2 on both endpoints.
     Simple,
@@ -218,7 +219,7 @@ impl Setup {
         match self {
             Setup::Raw => "U-Net",
             Setup::Standard => "standard applet",
-            Setup::StandardLent => "standard applet, lent doRx",
+            Setup::StandardLent => "standard applet, lent doRx and doTx",
             Setup::Simple => "simple applet",
             Setup::PingPong => "applet ping-pong",
         }
@@ -1007,7 +1008,7 @@ impl Flow {
         match self {
             Flow::AppAck => "U-Net, app ack",
             Flow::StandardAck => "standard applet, app ack",
-            Flow::StandardLentAck => "standard applet, lent doRx, app ack",
+            Flow::StandardLentAck => "standard applet, lent doRx and doTx, app ack",
             Flow::AppletAck => "applet ack (tokens)",
             Flow::PerTx25 => "25 per tx request",
             Flow::Generate => "applet-generated",
@@ -1594,8 +1595,8 @@ fn applet_ratio(applet: &Figure, raw: &Figure) -> Figure {
 /// them.
 const STANDARD_NOTE: &str = "standard: the standard applet on both endpoints, the paper's \
      interface (doRx reads its copy of the message in RxBuf); std lent: the same applet \
-     written to the lent doRx (StandardLent: the message lent to doRx as a byte[], one \
-     copy fewer)";
+     written to the lent doRx and doTx (StandardLent: the message lent to doRx and to doTx \
+     as a byte[], two copies fewer)";
 
 /// What the ring's column is, under the latency table.
 const RING_NOTE: &str = "SPSC ring: a message over 56 B measured at one place in the \
@@ -1826,7 +1827,7 @@ pub fn bench_unet_burst(json: bool) -> ExitCode {
         println!(
             "burst-25 at {BURST_SIZE} B on `loop`, {BURST_MESSAGES} messages per cell, GB/s\n\
              run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy | U-Net, app reads | standard / U-Net, app reads \
-             | standard applet, lent doRx, app ack | lent / U-Net | lent / U-Net, apps copy | lent / U-Net, app reads | lent / standard \
+             | standard applet, lent doRx and doTx, app ack | lent / U-Net | lent / U-Net, apps copy | lent / U-Net, app reads | lent / standard \
              | order measured (U, C, S, R, L: the columns)"
         );
     }
@@ -1865,7 +1866,7 @@ pub fn bench_unet_burst(json: bool) -> ExitCode {
                      applications copying in and out (three copies of each message, as many as \
                      the standard applet cannot avoid): {rc:.1}%; standard / U-Net with the \
                      receiving application reading every byte: {rr:.1}%; standard with the lent \
-                     doRx / U-Net: {l:.1}%, / U-Net with the applications copying: {lc:.1}%, \
+                     doRx and doTx / U-Net: {l:.1}%, / U-Net with the applications copying: {lc:.1}%, \
                      / U-Net with the receiver reading: {lr:.1}%, / the copied standard applet: \
                      {ls:.1}%",
                     m.of_runs

@@ -108,9 +108,10 @@ pub const RXBUF_PROBE: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/RxBufProbe.class"));
 
 /// `StandardLent`: [`STANDARD`] written against the lent `doRx`
-/// (`doRx(byte[] msg, int length, int channel)`): the same deliveries, drops
+/// (`doRx(byte[] msg, int length, int channel)`) and the lent `doTx`
+/// (`doTx(byte[] msg, int length, int channel)`): the same deliveries, drops
 /// and buffers, with the message read where it is instead of copied into
-/// `RxBuf` first.
+/// `TxBuf` and `RxBuf` first.
 pub const STANDARD_LENT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/StandardLent.class"));
 
