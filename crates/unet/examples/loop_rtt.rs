@@ -10,6 +10,7 @@
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! ONE=1 STD=1 target/release/examples/loop_rtt 200 0,1024 # and the standard applet on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
+//! ONLY_ONE=1 STD=1 target/release/examples/loop_rtt 20 0  # only the one-thread round trips
 //! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
 //! TURN=1 target/release/examples/loop_rtt 200 57,1024,4096 # also the ring in turn
 //! WITH=1 target/release/examples/loop_rtt 200 57,1024      # U-Net's sends through send_with
@@ -167,6 +168,9 @@ fn main() {
         .map(|s| s.parse().unwrap())
         .collect();
     unet::affinity::pin(0);
+    // `ONLY_ONE`: the one-thread round trips alone, without the threads
+    // (for a trace under valgrind, which runs two spinning threads slowly).
+    let only_one = std::env::var_os("ONLY_ONE").is_some();
     for &s in &sizes {
         // Each send loop its own instance (a direct call, as before).
         let with = std::env::var_os("WITH").is_some();
@@ -177,6 +181,23 @@ fn main() {
                 unet_rtt(send_all, applet, s, n)
             }
         };
+        let one_rtt = |applet, s, n| {
+            if with {
+                unet_one(send_all_with, applet, s, n)
+            } else {
+                unet_one(send_all, applet, s, n)
+            }
+        };
+        if only_one {
+            let std = std::env::var_os("STD").map_or(String::new(), |_| {
+                format!(
+                    ", standard {:.3} us",
+                    one_rtt(Some(standard_applet()), s, n)
+                )
+            });
+            println!("{s:5} B  one thread {:.3} us{std}", one_rtt(None, s, n));
+            continue;
+        }
         let u = rtt(None, s, n);
         let r = ring_rtt(s, n, Placement::OnePlace);
         let turn = if std::env::var_os("TURN").is_some() {
@@ -184,13 +205,6 @@ fn main() {
             format!("  ring in turn {t:.3} us ({:.2}x)", u / t)
         } else {
             String::new()
-        };
-        let one_rtt = |applet, s, n| {
-            if with {
-                unet_one(send_all_with, applet, s, n)
-            } else {
-                unet_one(send_all, applet, s, n)
-            }
         };
         let one = match (std::env::var_os("ONE"), std::env::var_os("STD")) {
             (None, _) => String::new(),
