@@ -11,8 +11,9 @@
 //!   applet on both endpoints (the paper's interface: `doRx` reads the
 //!   message from its copy in `RxBuf`).
 //! - `path/one_thread_standard_lent/{56,4096}`: the same with the standard
-//!   applet written to the lent `doRx` (`StandardLent`: the message lent to
-//!   `doRx` as a `byte[]`, one copy fewer) on both endpoints.
+//!   applet written to the lent `doRx` and `doTx` (`StandardLent`: the
+//!   message lent to each as a `byte[]`, two copies fewer) on both
+//!   endpoints.
 //! - `rtt/loop/{56,4096}` and `rtt/spsc_ring/{56,4096}`: one round trip
 //!   between two threads (each waiting thread spins, then yields its core
 //!   after 4,096 empty polls), through two endpoints of one engine, and

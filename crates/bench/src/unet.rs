@@ -363,7 +363,7 @@ pub enum Receiver {
     /// 8 `getFreeBufferLength`; 2: 8 `getFreeBuffer`; 3: 8
     /// `dmaRxdPayload` of 0 bytes), the sender without an applet.
     Breakdown(i32),
-    /// The standard applet written against the lent `doRx`
+    /// The standard applet written against the lent `doRx` and `doTx`
     /// (`StandardLent`) on both endpoints.
     StandardLent,
     /// `BreakdownLent` (`Breakdown` with the lent `doRx`) in this mode,

@@ -20,9 +20,10 @@
 //! `send`; `loop_rtt`'s `WITH=1` times `send_with`).
 //!
 //! Two endpoints of one engine on `loop`, both with the standard applet
-//! (with `LENT=1` the standard applet written to the lent `doRx`,
-//! `StandardLent`, whose `doRx` reads the message lent instead of its copy
-//! in `RxBuf`; with `NONE=1` without applets, plain U-Net, whose sender's
+//! (with `LENT=1` the standard applet written to the lent `doRx` and
+//! `doTx`, `StandardLent`, whose `doRx` reads the message lent instead of
+//! its copy in `RxBuf`, and whose `doTx` pushes it from the area without
+//! a copy into `TxBuf`; with `NONE=1` without applets, plain U-Net, whose sender's
 //! engine delivers each message into the receiver's buffers itself);
 //! the sender on the main thread, the receiver on a thread of its own
 //! (which claims it). Messages of `SIZE` bytes (default 40) go in bursts
