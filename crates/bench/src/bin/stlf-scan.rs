@@ -235,3 +235,62 @@ fn main() {
     // A reader that stops early (`| head`) is not an error.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The candidates a trace's text makes, by the load's instruction.
+    fn hits(trace: &str) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = scan(trace.as_bytes())
+            .into_iter()
+            .map(|(ins, h)| (ins, h.n))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn a_wide_load_of_two_narrow_stores_is_a_candidate() {
+        // Two 4-byte stores, then one 8-byte load of both (at 0x30), and an
+        // 8-byte store read back whole (at 0x50): only the first counts.
+        let trace = "==1== Lackey\n\
+                     I  10,4\n S 1000,4\n\
+                     I  14,4\n S 1004,4\n\
+                     I  30,4\n L 1000,8\n\
+                     I  40,4\n S 2000,8\n\
+                     I  50,4\n L 2000,8\n\
+                     I  54,4\n L 2004,4\n";
+        assert_eq!(hits(trace), vec![(0x30, 1)]);
+    }
+
+    #[test]
+    fn a_load_a_store_covers_in_part_is_a_candidate() {
+        // A 16-byte load of which a recent 8-byte store wrote half (the
+        // rest from the cache), and a modify (`M`) that reads like a load.
+        let trace = "I  10,4\n S 1000,8\n\
+                     I  20,4\n L 1000,16\n\
+                     I  24,4\n S 3000,2\n\
+                     I  28,4\n M 3000,4\n";
+        assert_eq!(hits(trace), vec![(0x20, 1), (0x28, 1)]);
+    }
+
+    #[test]
+    fn a_store_older_than_the_window_is_not_in_the_store_buffer() {
+        let mut trace = String::from("I  10,4\n S 1000,4\nI  14,4\n S 1004,4\n");
+        for i in 0..WINDOW {
+            trace += &format!("I  {:x},4\n", 0x100 + 4 * i);
+        }
+        trace += "I  30,4\n L 1000,8\n";
+        assert_eq!(hits(&trace), vec![]);
+    }
+
+    #[test]
+    fn lackey_lines_are_parsed_and_others_skipped() {
+        assert_eq!(parse("I  04017a0,3"), Some(('I', 0x4017a0, 3)));
+        assert_eq!(parse(" S 1ffefffd38,8"), Some(('S', 0x1ffefffd38, 8)));
+        assert_eq!(parse(" M 0421c50,4"), Some(('M', 0x421c50, 4)));
+        assert_eq!(parse("==123== Command: x"), None);
+        assert_eq!(parse(" L zz,8"), None);
+    }
+}
