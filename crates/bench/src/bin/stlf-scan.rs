@@ -116,8 +116,13 @@ fn scan(trace: impl BufRead) -> HashMap<u64, Hit> {
     hits
 }
 
+/// The widest access lackey reports (an AVX-512 load or store): a line
+/// with more is not lackey's, and is skipped.
+const MAX_ACCESS: u64 = 64;
+
 /// A lackey line: `I  addr,size`, ` L addr,size`, ` S addr,size`,
-/// ` M addr,size`.
+/// ` M addr,size`; `None` for any other line, and for an access wider
+/// than [`MAX_ACCESS`] or one past the end of the address space.
 fn parse(line: &str) -> Option<(char, u64, u64)> {
     let t = line.trim_start();
     let mut chars = t.chars();
@@ -126,11 +131,9 @@ fn parse(line: &str) -> Option<(char, u64, u64)> {
         return None;
     }
     let (a, s) = chars.as_str().trim().split_once(',')?;
-    Some((
-        kind,
-        u64::from_str_radix(a, 16).ok()?,
-        s.trim().parse().ok()?,
-    ))
+    let addr = u64::from_str_radix(a, 16).ok()?;
+    let size: u64 = s.trim().parse().ok()?;
+    (size <= MAX_ACCESS && addr.checked_add(size).is_some()).then_some((kind, addr, size))
 }
 
 /// Runs `cmd` with `@N@` made `n` under lackey and scans its trace.
@@ -193,19 +196,24 @@ fn main() {
         eprintln!("{usage}");
         std::process::exit(2);
     };
-    let nums: Vec<f64> = args[..dash].iter().filter_map(|a| a.parse().ok()).collect();
     let cmd = &args[dash + 1..];
-    let (&[n1, n2, units], Some(exe)) = (&nums[..], cmd.first()) else {
+    let (Some(n1), Some(n2), Some(units), 3, Some(exe)) = (
+        args.first().and_then(|a| a.parse::<u64>().ok()),
+        args.get(1).and_then(|a| a.parse::<u64>().ok()),
+        args.get(2).and_then(|a| a.parse::<f64>().ok()),
+        dash,
+        cmd.first(),
+    ) else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
-    if n2 <= n1 || units <= 0.0 {
+    if n2 <= n1 || !(units > 0.0 && units.is_finite()) {
         eprintln!("stlf-scan: need n1 < n2 and units > 0 ({usage})");
         std::process::exit(2);
     }
     let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| run(cmd, n1 as u64));
-        let b = s.spawn(|| run(cmd, n2 as u64));
+        let a = s.spawn(|| run(cmd, n1));
+        let b = s.spawn(|| run(cmd, n2));
         (a.join().expect("scan"), b.join().expect("scan"))
     });
     let (a, b) = match (a, b) {
@@ -215,7 +223,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let per = (n2 - n1) * units;
+    let per = (n2 - n1) as f64 * units;
     let mut rows: Vec<(f64, u64, Hit)> = b
         .iter()
         .filter_map(|(&ins, h)| {
@@ -292,5 +300,8 @@ mod tests {
         assert_eq!(parse(" M 0421c50,4"), Some(('M', 0x421c50, 4)));
         assert_eq!(parse("==123== Command: x"), None);
         assert_eq!(parse(" L zz,8"), None);
+        // Not lackey's: wider than any access, or past the address space.
+        assert_eq!(parse(" L 1000,65"), None);
+        assert_eq!(parse(" S ffffffffffffffff,8"), None);
     }
 }
