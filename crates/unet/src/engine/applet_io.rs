@@ -566,7 +566,7 @@ impl Io {
     pub(super) fn push_rx_inline(
         &mut self,
         chan: u16,
-        payload: Payload<'_>,
+        payload: &Payload<'_>,
     ) -> Result<(), HostError> {
         let len = payload.len();
         // Written without a closure around the slot's write (as
@@ -609,7 +609,7 @@ impl Io {
 
     /// The standard U-Net receive of `payload` on `chan`.
     #[inline]
-    pub(super) fn deliver_default(&mut self, chan: u16, payload: Payload<'_>) {
+    pub(super) fn deliver_default(&mut self, chan: u16, payload: &Payload<'_>) {
         let len = payload.len();
         if len <= INLINE_MAX {
             if self.push_rx_inline(chan, payload).is_err() {
@@ -666,7 +666,7 @@ impl Io {
     /// without a call, where the compiler had left these three calls in
     /// it (95 instructions per message with their frames).
     #[inline(always)]
-    pub(super) fn deliver_one_buffer(&mut self, chan: u16, payload: Payload<'_>, len: usize) {
+    pub(super) fn deliver_one_buffer(&mut self, chan: u16, payload: &Payload<'_>, len: usize) {
         debug_assert!(len == payload.len() && len <= self.layout.config.buffer_size as usize);
         let Some(off) = self.take_buffer_now::<true>() else {
             bump(&self.stats.rx_no_buffer);

@@ -393,7 +393,7 @@ impl Engine {
                     tail: tail.map(Tail::rest),
                 };
                 self.keep(ch, version, payload.len());
-                self.deliver_kept::<false>(port, &ch.verdict, hdr, false, payload, next);
+                self.deliver_kept::<false>(port, &ch.verdict, hdr, false, &payload, next);
                 continue;
             }
             if frame::peek_dst(f) != Some(self.inner.local) {
@@ -788,7 +788,7 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
 /// that delivers it on `chan` (a kept delivery: a local, unchecksummed
 /// channel), or drops it, counted as [`enqueue`] counts.
 #[inline(always)]
-fn enqueue_message(port: &Port, chan: u16, payload: Payload<'_>, s: &EngineStats) {
+fn enqueue_message(port: &Port, chan: u16, payload: &Payload<'_>, s: &EngineStats) {
     if let Some(inbox) = open_inbox(port, s) {
         let pushed = inbox.push_message(chan, payload.len(), |buf| payload.copy_to(0, buf));
         count_refused(port, s, pushed);
@@ -908,7 +908,7 @@ fn run_payload<const INLINED: bool>(
 ) -> Duration {
     let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
-        None => rx.io.deliver_default(chan, payload),
+        None => rx.io.deliver_default(chan, &payload),
         Some(l) => {
             // `invoke` on the applet found above, not looked for again.
             let Loaded { applet, do_rx, .. } = l;
@@ -1321,7 +1321,7 @@ impl Engine {
             }),
         };
         self.keep(ch, version, d.len as usize);
-        self.deliver_kept::<false>(port, &ch.verdict, &ch.template, true, payload, out);
+        self.deliver_kept::<false>(port, &ch.verdict, &ch.template, true, &payload, out);
         true
     }
 
@@ -1449,7 +1449,7 @@ impl Engine {
         // frames of two calls (this one's and `deliver_local`'s, each
         // saving six registers and passing the payload through memory)
         // were a tenth of the whole path's instructions.
-        self.deliver_kept::<true>(port, &ch.verdict, &ch.template, true, payload, out);
+        self.deliver_kept::<true>(port, &ch.verdict, &ch.template, true, &payload, out);
         // As [`Engine::service`] does after a pass: the frames the
         // delivery made (an applet's `doRx` on this thread), delivered
         // with the transmit side still locked.
@@ -1897,7 +1897,7 @@ impl Engine {
         kept: &Kept,
         hdr: &[u8; HEADER_LEN],
         template: bool,
-        payload: Payload<'_>,
+        payload: &Payload<'_>,
         made: &mut Outbox,
     ) {
         let s = &self.inner.stats;
@@ -1946,14 +1946,29 @@ impl Engine {
     /// push are inlined into it (inlined into the service, the service's
     /// size made the compiler call both instead).
     #[inline(never)]
-    fn deliver_local(&self, dst: &Port, chan: u16, payload: Payload<'_>, made: &mut Outbox) {
+    fn deliver_local(&self, dst: &Port, chan: u16, payload: &Payload<'_>, made: &mut Outbox) {
         self.deliver_local_inline(dst, chan, payload, made)
     }
 
     /// [`Engine::deliver_local`]'s body, inlined into its callers:
     /// `deliver_local` itself, and [`Engine::send_direct_locked`].
+    ///
+    /// The payload comes by reference, and goes so to every callee on the
+    /// way without applet (`push_rx_inline`, `deliver_one_buffer`,
+    /// `deliver_default`, `enqueue_message`). Passed by value, the sender's
+    /// payload, which `Payload::of_app` stores field by field, was copied
+    /// for the call in 16-byte pieces: three loads a message that the
+    /// store buffer cannot forward from those narrower stores
+    /// (`stlf-scan ... unet-count path-40`: 5.00 a message, 2.01 after,
+    /// the bench's own copy out in libc left), and 6 instructions.
     #[inline(always)]
-    fn deliver_local_inline(&self, dst: &Port, chan: u16, payload: Payload<'_>, made: &mut Outbox) {
+    fn deliver_local_inline(
+        &self,
+        dst: &Port,
+        chan: u16,
+        payload: &Payload<'_>,
+        made: &mut Outbox,
+    ) {
         let s = &self.inner.stats;
         // A kept delivery: into the inbox as the message alone.
         if dst.waits_in_inbox(made) {
@@ -1997,12 +2012,12 @@ impl Engine {
                     head: payload.head,
                     tail: None,
                 };
-                rx.io.deliver_one_buffer(chan, head, len);
+                rx.io.deliver_one_buffer(chan, &head, len);
             } else {
                 rx.io.deliver_default(chan, payload);
             }
         } else {
-            receive_payload::<false>(dst, &mut rx, chan, payload, made, false);
+            receive_payload::<false>(dst, &mut rx, chan, *payload, made, false);
         }
         rx.io.publish();
     }
