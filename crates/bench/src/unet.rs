@@ -337,6 +337,26 @@ pub fn unet_count_path_copying(p: &mut Pair, msg: &[u8], buf: &mut Vec<u8>) -> O
     one_way_copying(&mut p.a, p.ab, &mut p.b, msg, buf)
 }
 
+/// The callgrind toggle of the bare ring's path ([`unet_count_ring`]).
+pub const TOGGLE_RING: &str = "unet_count_ring";
+
+/// One message through the bare SPSC ring (the demo's floor, `unet::peer`:
+/// the endpoints' queue code, no engine) on one thread: `a` sends it, `b`
+/// copies it out into `buf`; the toggle point [`TOGGLE_RING`]. What the
+/// path without applet does beyond this is the engine's: dpf's verdict,
+/// the channel's checks, the locks, the counts.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn unet_count_ring(
+    a: &mut RingEnd,
+    b: &mut RingEnd,
+    msg: &[u8],
+    buf: &mut [u8],
+) -> Option<usize> {
+    a.send(msg);
+    b.try_recv(buf)
+}
+
 /// One send and the receiving endpoint's engine work (its applet runs on
 /// its own side, when it polls); the toggle point [`TOGGLE_SEND`].
 #[unsafe(no_mangle)]
@@ -375,6 +395,9 @@ pub enum Receiver {
     /// `NullRxLent`: the lent `doRx` returns at once, the sender without
     /// an applet.
     NullRxLent,
+    /// No endpoint: the bare SPSC ring's two ends ([`unet_count_ring`]),
+    /// Figure 7's peer.
+    Ring,
 }
 
 impl std::fmt::Display for Receiver {
@@ -389,6 +412,7 @@ impl std::fmt::Display for Receiver {
             Receiver::BreakdownLent(mode) => write!(f, "BreakdownLent mode {mode}"),
             Receiver::NullRx => f.write_str("NullRx"),
             Receiver::NullRxLent => f.write_str("NullRxLent"),
+            Receiver::Ring => f.write_str("the bare SPSC ring, no endpoint"),
         }
     }
 }
@@ -648,6 +672,22 @@ pub const CASES: &[Case] = &[
         delivered: 1,
         framed: false,
     },
+    Case {
+        name: "ring-40",
+        toggle: TOGGLE_RING,
+        size: SMALL,
+        receiver: Receiver::Ring,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "ring-57",
+        toggle: TOGGLE_RING,
+        size: 57,
+        receiver: Receiver::Ring,
+        delivered: 1,
+        framed: false,
+    },
 ];
 
 /// The case named `name`.
@@ -717,6 +757,7 @@ pub struct CaseRun {
 /// happened. This is the process callgrind measures.
 pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
     let (applet_a, applet_b) = match case.receiver {
+        Receiver::Ring => return run_ring_case(case, n),
         Receiver::Standard => (None, None),
         Receiver::StandardApplet => (Some(unet::applets::STANDARD), Some(unet::applets::STANDARD)),
         Receiver::Breakdown(_) => (None, Some(unet::applets::BREAKDOWN)),
@@ -816,6 +857,32 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
     Ok(run)
 }
 
+/// [`run_case`] of a [`Receiver::Ring`] case: each message sent by one
+/// end of the ring and copied out of the other, on this thread, and
+/// checked (its length and its bytes). No endpoint, so no counters.
+fn run_ring_case(case: &Case, n: usize) -> Result<CaseRun, String> {
+    let (mut a, mut b) = unet::peer::ring_pair_placed("unet-count-ring", Placement::OnePlace)
+        .map_err(|e| format!("set-up: {e}"))?;
+    let msg: Vec<u8> = (0..case.size).map(|i| i as u8 ^ 0xa5).collect();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut run = CaseRun::default();
+    for i in 0..WARM_UP + n {
+        let counted = i >= WARM_UP;
+        let got = if counted {
+            unet_count_ring(&mut a, &mut b, &msg, &mut buf)
+        } else {
+            a.send(&msg);
+            b.try_recv(&mut buf)
+        };
+        match got {
+            Some(len) if len == case.size && buf[..len] == msg[..] => run.received += 1,
+            other => return Err(format!("message {i}: received {other:?}")),
+        }
+        run.counted += u64::from(counted);
+    }
+    Ok(run)
+}
+
 /// Runs `exe case.name n` under callgrind with the case's toggle; the
 /// instructions counted.
 pub fn callgrind(exe: &Path, case: &Case, n: usize) -> Result<u64, Skip> {
@@ -893,6 +960,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "path-40 / N",
         ),
         row(
+            "the bare SPSC ring (the demo's floor: the endpoints' queue code, no engine), 40 B: send, copy out",
+            per("ring-40")?,
+            "ring-40 / N",
+        ),
+        row(
+            "U-Net path, 40 B, no applet: added over the bare ring (the engine's work)",
+            per("path-40")? - per("ring-40")?,
+            "(path-40 - ring-40) / N",
+        ),
+        row(
             "U-Net path, 40 B, no applet, the copying recv (the descriptor copied out, then read)",
             per("path-40-copying")?,
             "path-40-copying / N",
@@ -906,6 +983,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "U-Net path, 57 B, no applet (the shortest message in a buffer)",
             per("path-57")?,
             "path-57 / N",
+        ),
+        row(
+            "the bare SPSC ring, 57 B (in its area): send, copy out",
+            per("ring-57")?,
+            "ring-57 / N",
+        ),
+        row(
+            "U-Net path, 57 B, no applet: added over the bare ring",
+            per("path-57")? - per("ring-57")?,
+            "(path-57 - ring-57) / N",
         ),
         row(
             "U-Net path, 40 B, no applet, through a frame (as to an applet's endpoint)",
@@ -1088,15 +1175,17 @@ mod tests {
             ("dorx-lent", 800),
             ("dorx-null", 820),
             ("dorx-lent-null", 780),
+            ("ring-40", 300),
+            ("ring-57", 400),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
         assert_eq!(
             v,
             [
-                100.0, 110.0, 200.0, 120.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0,
-                100.0, 60.0, 90.0, 30.0, 20.0, 22.0, 18.0, 250.0, 500.0, 300.0, 250.0, 7.0, 11.0,
-                13.0
+                100.0, 30.0, 70.0, 110.0, 200.0, 120.0, 40.0, 80.0, 150.0, 250.0, 300.0, 600.0,
+                300.0, 400.0, 350.0, 650.0, 100.0, 60.0, 90.0, 30.0, 20.0, 22.0, 18.0, 250.0,
+                500.0, 300.0, 250.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

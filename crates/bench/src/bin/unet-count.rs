@@ -27,6 +27,8 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count null 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count getbuf 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-40 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-57 16384
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>    # where the instructions go
 //! # the receiving applet's machine code on stderr, at the addresses it ran at, to
 //! # match with the per-address counts of --dump-instr=yes (the `???` object):
@@ -66,6 +68,12 @@
 //!   message went before; its difference from `path-*-framed` is the
 //!   applet's cost through a frame, and `standard-*-framed` −
 //!   `standard-*` what the frameless delivery saves.
+//! - **The peer** (`ring-40`, `ring-57`, toggle `unet_count_ring`): the
+//!   bare SPSC ring that `fastpath demo` times U-Net against (`unet::peer`,
+//!   the endpoints' queue code and nothing else): one end sends the
+//!   message (in its slot up to 56 bytes, else in the ring's area), the
+//!   other copies it out, on one thread. `path-*` − `ring-*` is the
+//!   engine's own work a message.
 //! - **Invoking doRx** (`dorx` − `deliver`, toggle `unet_count_send`): the
 //!   toggle covers the send alone, which includes the receiving endpoint's
 //!   handling of the frame (the engine delivers inside the send), while the
@@ -101,7 +109,8 @@
 //!
 //! Each counted process checks, at the end, that its receiver did what the
 //! case assumes (no applet trap or drop, the expected number of
-//! descriptors, no dry free queue) and fails otherwise.
+//! descriptors, no dry free queue; for the ring, every message's length and
+//! bytes) and fails otherwise.
 
 use std::process::ExitCode;
 
