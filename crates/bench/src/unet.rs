@@ -965,7 +965,7 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "ring-40 / N",
         ),
         row(
-            "U-Net path, 40 B, no applet: added over the bare ring (the engine's work)",
+            "U-Net path, 40 B, no applet: added over the bare ring (the engine's work, and the copy out into a Vec where the ring's is into a slice)",
             per("path-40")? - per("ring-40")?,
             "(path-40 - ring-40) / N",
         ),
