@@ -343,8 +343,9 @@ pub const TOGGLE_RING: &str = "unet_count_ring";
 /// One message through the bare SPSC ring (the demo's floor, `unet::peer`:
 /// the endpoints' queue code, no engine) on one thread: `a` sends it, `b`
 /// copies it out into `buf`; the toggle point [`TOGGLE_RING`]. What the
-/// path without applet does beyond this is the engine's: dpf's verdict,
-/// the channel's checks, the locks, the counts.
+/// path without applet does beyond this is the engine's (the channel's
+/// checks and its kept verdict's, the locks, the counts) and its copy out
+/// into a `Vec` ([`one_way`]).
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub fn unet_count_ring(

@@ -73,7 +73,8 @@
 //!   the endpoints' queue code and nothing else): one end sends the
 //!   message (in its slot up to 56 bytes, else in the ring's area), the
 //!   other copies it out, on one thread. `path-*` − `ring-*` is the
-//!   engine's own work a message.
+//!   engine's own work a message, and the path's copy out into a `Vec`
+//!   where the ring copies into a slice.
 //! - **Invoking doRx** (`dorx` − `deliver`, toggle `unet_count_send`): the
 //!   toggle covers the send alone, which includes the receiving endpoint's
 //!   handling of the frame (the engine delivers inside the send), while the
