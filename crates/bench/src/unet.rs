@@ -401,6 +401,14 @@ pub enum Receiver {
     Ring,
 }
 
+impl Receiver {
+    /// Whether an applet runs in this case (on either endpoint), so that
+    /// its count depends on the engine that runs applets.
+    pub fn runs_applet(self) -> bool {
+        !matches!(self, Receiver::Standard | Receiver::Ring)
+    }
+}
+
 impl std::fmt::Display for Receiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -750,13 +758,17 @@ pub struct CaseRun {
     pub received: u64,
     /// The receiving endpoint's counters at the end.
     pub counts: unet::PortCounts,
+    /// The engine that ran the receiving endpoint's applet (`None`
+    /// without one).
+    pub engine: Option<jive::Engine>,
 }
 
-/// Runs `case` for `n` counted messages after [`WARM_UP`] others, checks
-/// that every message did what the case says (no trap, no drop, the
-/// expected descriptors, the free queue never dry) and returns what
-/// happened. This is the process callgrind measures.
-pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
+/// Runs `case` for `n` counted messages after [`WARM_UP`] others, its
+/// applets (if any) run by `engine`, checks that every message did what
+/// the case says (no trap, no drop, the expected descriptors, the free
+/// queue never dry) and returns what happened. This is the process
+/// callgrind measures.
+pub fn run_case(case: &Case, n: usize, engine: jive::Engine) -> Result<CaseRun, String> {
     let (applet_a, applet_b) = match case.receiver {
         Receiver::Ring => return run_ring_case(case, n),
         Receiver::Standard => (None, None),
@@ -775,6 +787,7 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         p.a.install_filter(p.ab, FRAMING_FILTER, 0)
             .map_err(|e| format!("installing the framing filter: {e}"))?;
     }
+    set_engine(&p, engine)?;
     if let Receiver::Breakdown(mode) | Receiver::BreakdownLent(mode) = case.receiver {
         let id = p.b.id();
         p.b.engine()
@@ -841,6 +854,9 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         }
     }
     run.counts = p.b.counts();
+    run.engine =
+        p.b.engine()
+            .and_then(|e| e.with_applet(p.b.id(), |ap| ap.engine()));
     let c = run.counts;
     let expected = case.delivered * (WARM_UP + n) as u64;
     if c.applet_traps + c.applet_drops + c.rx_no_buffer + c.rx_queue_full + c.free_invalid > 0 {
@@ -856,6 +872,28 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         ));
     }
     Ok(run)
+}
+
+/// Makes `engine` run the applets of both endpoints of `p` (each is
+/// compiled when it is installed, so the JIT's runs change nothing), and
+/// checks that it does.
+fn set_engine(p: &Pair, engine: jive::Engine) -> Result<(), String> {
+    let e = p.a.engine().ok_or("the engine is not in this process")?;
+    for id in [p.a.id(), p.b.id()] {
+        if let Some(set) = e.with_applet(id, |ap| {
+            if ap.engine() != engine {
+                ap.set_engine(engine)
+                    .map_err(|err| format!("running the applet on {engine:?}: {err}"))?;
+            }
+            Ok::<_, String>(ap.engine())
+        }) {
+            let now = set?;
+            if now != engine {
+                return Err(format!("the applet runs on {now:?}, not {engine:?}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`run_case`] of a [`Receiver::Ring`] case: each message sent by one
@@ -884,29 +922,33 @@ fn run_ring_case(case: &Case, n: usize) -> Result<CaseRun, String> {
     Ok(run)
 }
 
-/// Runs `exe case.name n` under callgrind with the case's toggle; the
-/// instructions counted.
-pub fn callgrind(exe: &Path, case: &Case, n: usize) -> Result<u64, Skip> {
+/// Runs `exe case.name n` (with [`INTERP_FLAG`] when `engine` is the
+/// interpreter) under callgrind with the case's toggle; the instructions
+/// counted.
+pub fn callgrind(exe: &Path, case: &Case, n: usize, engine: jive::Engine) -> Result<u64, Skip> {
+    let interp = engine == jive::Engine::Interpreter;
     let file = std::env::temp_dir().join(format!(
-        "unet-count-{}-{}.out",
+        "unet-count-{}-{}{}.out",
         std::process::id(),
-        case.name
+        case.name,
+        if interp { "-interp" } else { "" }
     ));
-    let run = Command::new("valgrind")
-        .arg("--tool=callgrind")
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind")
         .arg(format!("--toggle-collect={}", case.toggle))
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
         .arg(case.name)
-        .arg(n.to_string())
-        .output()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Skip(
-                "valgrind is not installed (apt-get install valgrind); callgrind counts skipped"
-                    .into(),
-            ),
-            _ => Skip(format!("running valgrind: {e}")),
-        })?;
+        .arg(n.to_string());
+    if interp {
+        cmd.arg(INTERP_FLAG);
+    }
+    let run = cmd.output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Skip(
+            "valgrind is not installed (apt-get install valgrind); callgrind counts skipped".into(),
+        ),
+        _ => Skip(format!("running valgrind: {e}")),
+    })?;
     let text = std::fs::read_to_string(&file);
     let _ = std::fs::remove_file(&file);
     if !run.status.success() {
@@ -924,6 +966,10 @@ pub fn callgrind(exe: &Path, case: &Case, n: usize) -> Result<u64, Skip> {
     parse_total(&text).ok_or_else(|| Skip(format!("no totals line in {}", file.display())))
 }
 
+/// `unet-count`'s flag that runs a case's applets on jive's interpreter
+/// instead of its JIT.
+pub const INTERP_FLAG: &str = "--interp";
+
 /// One row of the breakdown.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
@@ -933,6 +979,9 @@ pub struct Row {
     pub instructions: f64,
     /// How it was computed from the cases' totals.
     pub formula: &'static str,
+    /// Whether an applet runs in a case it is computed from, so that the
+    /// engine that runs applets can change it.
+    pub applet: bool,
 }
 
 /// Figure 7's rows from the cases' totals (`(name, instructions)`, every
@@ -948,10 +997,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
     let n = n as f64;
     let k = CALLS_PER_RX as f64;
     let per = |name: &str| t(name).map(|v| v / n);
+    // A row without applet (`row`) or with one (`arow`).
     let row = |operation: &str, instructions: f64, formula| Row {
         operation: operation.into(),
         instructions,
         formula,
+        applet: false,
+    };
+    let arow = |operation: &str, instructions: f64, formula| Row {
+        applet: true,
+        ..row(operation, instructions, formula)
     };
     let dorx = t("dorx")?;
     Some(vec![
@@ -1005,12 +1060,12 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             per("path-1000-framed")?,
             "path-1000-framed / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 40 B: added per message over the path without applet (doTx + doRx; what a user pays)",
             per("standard-40")? - per("path-40")?,
             "(standard-40 - path-40) / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 1000 B: added per message over the path without applet",
             per("standard-1000")? - per("path-1000")?,
             "(standard-1000 - path-1000) / N",
@@ -1020,22 +1075,22 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             per("path-4096")?,
             "path-4096 / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 4096 B: added per message over the path without applet",
             per("standard-4096")? - per("path-4096")?,
             "(standard-4096 - path-4096) / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 40 B, every message through a frame: added over the framed path",
             per("standard-40-framed")? - per("path-40-framed")?,
             "(standard-40-framed - path-40-framed) / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 1000 B, through a frame: added over the framed path",
             per("standard-1000-framed")? - per("path-1000-framed")?,
             "(standard-1000-framed - path-1000-framed) / N",
         ),
-        row(
+        arow(
             "standard applet on both endpoints, 40 B: what the frameless delivery saves per message",
             per("standard-40-framed")? - per("standard-40")?,
             "(standard-40-framed - standard-40) / N",
@@ -1045,62 +1100,62 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             per("deliver")?,
             "deliver / N",
         ),
-        row(
+        arow(
             "send + engine + doRx that returns at once, 40 B",
             dorx / n,
             "dorx / N",
         ),
-        row(
+        arow(
             "invoking doRx (fill RxBuf, call, return) in place of the standard delivery through a frame",
             (dorx - t("deliver")?) / n,
             "(dorx - deliver) / N",
         ),
-        row(
+        arow(
             "invoking a lent doRx (lend the message, call, return) in place of the standard delivery through a frame",
             (t("dorx-lent")? - t("deliver")?) / n,
             "(dorx-lent - deliver) / N",
         ),
-        row(
+        arow(
             "invoking a doRx that returns at once (NullRx: no switch), the message copied into RxBuf: issue 28's target",
             (t("dorx-null")? - t("deliver")?) / n,
             "(dorx-null - deliver) / N",
         ),
-        row(
+        arow(
             "invoking a lent doRx that returns at once (NullRxLent: no switch): issue 28's target",
             (t("dorx-lent-null")? - t("deliver")?) / n,
             "(dorx-lent-null - deliver) / N",
         ),
-        row(
+        arow(
             "standard applet with the lent doRx and doTx on both endpoints, 40 B: added per message over the path without applet",
             per("standard-lent-40")? - per("path-40")?,
             "(standard-lent-40 - path-40) / N",
         ),
-        row(
+        arow(
             "standard applet with the lent doRx and doTx on both endpoints, 1000 B: added over the path without applet",
             per("standard-lent-1000")? - per("path-1000")?,
             "(standard-lent-1000 - path-1000) / N",
         ),
-        row(
+        arow(
             "standard applet with the lent doRx and doTx on both endpoints, 4096 B: added over the path without applet",
             per("standard-lent-4096")? - per("path-4096")?,
             "(standard-lent-4096 - path-4096) / N",
         ),
-        row(
+        arow(
             "standard applet with the lent doRx and doTx on both endpoints, 40 B, through a frame: added over the framed path",
             per("standard-lent-40-framed")? - per("path-40-framed")?,
             "(standard-lent-40-framed - path-40-framed) / N",
         ),
-        row(
+        arow(
             "null native (getFreeBufferLength)",
             (t("null")? - dorx) / (k * n),
             "(null - dorx) / 8N",
         ),
-        row(
+        arow(
             "getFreeBuffer",
             (t("getbuf")? - dorx) / (k * n),
             "(getbuf - dorx) / 8N",
         ),
-        row(
+        arow(
             "push a receive descriptor (dmaRxdPayload, 0 B inline)",
             (t("push")? - dorx) / (k * n),
             "(push - dorx) / 8N",
@@ -1108,16 +1163,38 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
     ])
 }
 
-/// The rows as a markdown table.
-pub fn table(rows: &[Row]) -> String {
-    let mut s = String::from("| operation | instructions | from |\n|---|---:|---|\n");
-    for r in rows {
+/// The rows as a markdown table: the JIT's column, and beside it, when
+/// `interp` is given (the same rows from the interpreter's counts), the
+/// interpreter's, filled where an applet runs.
+pub fn table(rows: &[Row], interp: Option<&[Row]>) -> String {
+    let mut s = match interp {
+        Some(_) => String::from("| operation | JIT | interpreter | from |\n|---|---:|---:|---|\n"),
+        None => String::from("| operation | instructions | from |\n|---|---:|---|\n"),
+    };
+    for (i, r) in rows.iter().enumerate() {
+        let other = match interp.map(|rows| rows.get(i)) {
+            None => String::new(),
+            Some(Some(o)) if r.applet => format!(" {:.1} |", o.instructions),
+            Some(_) => " |".into(),
+        };
         s += &format!(
-            "| {} | {:.1} | `{}` |\n",
+            "| {} | {:.1} |{other} `{}` |\n",
             r.operation, r.instructions, r.formula
         );
     }
     s
+}
+
+/// The totals of the interpreter's run: `interp`'s count for each case
+/// whose applets it ran, `jit`'s for the others (no applet runs in them,
+/// so the engine does not change what they count).
+pub fn interp_totals<'a>(jit: &[(&'a str, u64)], interp: &[(&str, u64)]) -> Vec<(&'a str, u64)> {
+    jit.iter()
+        .map(|&(name, v)| {
+            let ran = interp.iter().find(|(c, _)| *c == name).map(|&(_, v)| v);
+            (name, ran.unwrap_or(v))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1125,19 +1202,70 @@ mod tests {
     use super::*;
 
     /// Every case runs, and its receiver did what the case's count
-    /// assumes: the right descriptors, no trap, no drop, no dry free queue.
+    /// assumes: the right descriptors, no trap, no drop, no dry free queue;
+    /// each case with an applet on the interpreter too.
     #[test]
     fn every_case_runs_as_its_count_assumes() {
-        for c in CASES {
-            let r = run_case(c, 10).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        for (c, engine) in CASES.iter().map(|c| (c, jive::Engine::Jit)).chain(
+            CASES
+                .iter()
+                .filter(|c| c.receiver.runs_applet())
+                .map(|c| (c, jive::Engine::Interpreter)),
+        ) {
+            let r =
+                run_case(c, 10, engine).unwrap_or_else(|e| panic!("{} on {engine:?}: {e}", c.name));
             assert_eq!(r.counted, 10, "{}", c.name);
+            let ran = c.receiver.runs_applet().then_some(engine);
+            assert_eq!(r.engine, ran, "{}", c.name);
             assert_eq!(
                 r.received,
                 c.delivered * (WARM_UP as u64 + 10),
-                "{}",
+                "{} on {engine:?}",
                 c.name
             );
         }
+    }
+
+    /// The interpreter's column takes its run's count for the cases with
+    /// an applet and the JIT's for the others, and shows a figure only on
+    /// the rows an applet runs in.
+    #[test]
+    fn the_interpreters_column_is_its_own_only_where_an_applet_runs() {
+        let jit = [("path-40", 10), ("standard-40", 30)];
+        let interp = [("standard-40", 70)];
+        assert_eq!(
+            interp_totals(&jit, &interp),
+            [("path-40", 10), ("standard-40", 70)]
+        );
+        let rows = |v: f64, w: f64| {
+            vec![
+                Row {
+                    operation: "path".into(),
+                    instructions: v,
+                    formula: "path-40 / N",
+                    applet: false,
+                },
+                Row {
+                    operation: "standard".into(),
+                    instructions: w,
+                    formula: "(standard-40 - path-40) / N",
+                    applet: true,
+                },
+            ]
+        };
+        let t = table(&rows(1.0, 2.0), Some(&rows(1.0, 6.0)));
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "| operation | JIT | interpreter | from |");
+        assert_eq!(lines[2], "| path | 1.0 | | `path-40 / N` |");
+        assert_eq!(
+            lines[3],
+            "| standard | 2.0 | 6.0 | `(standard-40 - path-40) / N` |"
+        );
+        let t = table(&rows(1.0, 2.0), None);
+        assert_eq!(
+            t.lines().nth(3),
+            Some("| standard | 2.0 | `(standard-40 - path-40) / N` |")
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! cargo build --release -p fastpath-bench --bin unet-count
 //! target/release/unet-count                  # every case under callgrind, then the table
 //! target/release/unet-count all 16384        # the same, N messages per case
+//! target/release/unet-count all 16384 --jit  # the JIT's column alone (half the runs)
 //! target/release/unet-count list             # the cases and their toggle functions
 //! # one case by hand (N defaults to 16384):
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40 16384
@@ -29,6 +30,8 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-57 16384
+//! # a case with its applets on jive's interpreter instead of the JIT:
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384 --interp
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>    # where the instructions go
 //! # the receiving applet's machine code on stderr, at the addresses it ran at, to
 //! # match with the per-address counts of --dump-instr=yes (the `???` object):
@@ -108,6 +111,14 @@
 //!   distinct buffers and never runs dry) and drains the 8 descriptors of
 //!   each `push` message (the receive queue holds 256).
 //!
+//! **The interpreter beside the JIT.** `all` runs every case with the
+//! applets on jive's JIT (as the engine installs them), then every case in
+//! which an applet runs again with `--interp`, which switches both
+//! endpoints' applets to the interpreter after installing them; the table
+//! has a column for each, and the interpreter's is filled on the rows an
+//! applet runs in (the others count no applet code, so both engines give
+//! them the same figure). `--jit` leaves the interpreter's runs out.
+//!
 //! Each counted process checks, at the end, that its receiver did what the
 //! case assumes (no applet trap or drop, the expected number of
 //! descriptors, no dry free queue; for the ring, every message's length and
@@ -115,19 +126,47 @@
 
 use std::process::ExitCode;
 
-use fastpath_bench::unet::{CASES, MESSAGES, WARM_UP, callgrind, case, report, run_case, table};
+use fastpath_bench::unet::{
+    CASES, INTERP_FLAG, MESSAGES, WARM_UP, callgrind, case, interp_totals, report, run_case, table,
+};
+
+/// `all`'s flag that leaves out the interpreter's runs.
+const JIT_FLAG: &str = "--jit";
 
 fn usage() -> String {
     let names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
     format!(
-        "usage: unet-count [all [N] | list | CASE [N]]\n  CASE: {}\n  N: counted messages (default {MESSAGES})",
+        "usage: unet-count [all [N] [{JIT_FLAG}] | list | CASE [N] [{INTERP_FLAG}]]\n  CASE: {}\n  N: counted messages (default {MESSAGES})\n  {INTERP_FLAG}: the case's applets on jive's interpreter instead of the JIT\n  {JIT_FLAG}: the JIT's column alone, without the interpreter's runs",
         names.join(", ")
     )
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut flag = |f: &str| match args.iter().position(|a| a == f) {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
+    let interp = flag(INTERP_FLAG);
+    let jit_only = flag(JIT_FLAG);
     let what = args.first().map_or("all", String::as_str);
+    if (interp && what == "all") || (jit_only && what != "all") {
+        eprintln!(
+            "unet-count: {} goes with {}\n{}",
+            if interp { INTERP_FLAG } else { JIT_FLAG },
+            if interp { "one case" } else { "all" },
+            usage()
+        );
+        return ExitCode::from(2);
+    }
+    let engine = if interp {
+        jive::Engine::Interpreter
+    } else {
+        jive::Engine::Jit
+    };
     let n = match args.get(1).map(|s| s.parse::<usize>()) {
         None => MESSAGES,
         Some(Ok(n)) if n > 0 => n,
@@ -137,7 +176,7 @@ fn main() -> ExitCode {
         }
     };
     match what {
-        "all" => all(n),
+        "all" => all(n, !jit_only),
         "list" => {
             for c in CASES {
                 println!(
@@ -160,10 +199,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         name => match case(name) {
-            Some(c) => match run_case(c, n) {
+            Some(c) => match run_case(c, n, engine) {
                 Ok(r) => {
+                    let ran = match r.engine {
+                        Some(e) => format!("the receiver's applet on {e:?}"),
+                        None => "no applet on the receiver".into(),
+                    };
                     println!(
-                        "{}: {} counted messages after {WARM_UP} warm-up, {} descriptors received; the receiver delivered {}, trapped {}, dropped {}",
+                        "{} ({ran}): {} counted messages after {WARM_UP} warm-up, {} descriptors received; the receiver delivered {}, trapped {}, dropped {}",
                         c.name,
                         r.counted,
                         r.received,
@@ -186,8 +229,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Every case under callgrind, then the table.
-fn all(n: usize) -> ExitCode {
+/// Every case under callgrind, then the table: the JIT's column, and the
+/// interpreter's beside it when `with_interp` (each case with an applet
+/// counted again on the interpreter).
+fn all(n: usize, with_interp: bool) -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -195,10 +240,57 @@ fn all(n: usize) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let Some(totals) = count(&exe, CASES.iter(), n, jive::Engine::Jit) else {
+        return ExitCode::FAILURE;
+    };
+    let interp = if with_interp {
+        let with_applet = CASES.iter().filter(|c| c.receiver.runs_applet());
+        match count(&exe, with_applet, n, jive::Engine::Interpreter) {
+            Some(ran) => Some(interp_totals(&totals, &ran)),
+            None => return ExitCode::FAILURE,
+        }
+    } else {
+        None
+    };
+    let Some(rows) = report(&totals, n) else {
+        eprintln!("unet-count: a case is missing");
+        return ExitCode::FAILURE;
+    };
+    // The interpreter's totals name the same cases as the JIT's.
+    let interp_rows = interp.as_ref().and_then(|t| report(t, n));
+    println!(
+        "Figure 7 breakdown: host instructions (callgrind), N = {n} messages per case after {WARM_UP} uncounted\n"
+    );
+    print!("{}", table(&rows, interp_rows.as_deref()));
+    if interp_rows.is_some() {
+        println!(
+            "\nThe interpreter's column is empty where no applet runs: those rows count no applet code."
+        );
+    }
+    println!("\nTotals (instructions in the toggled function over N messages):");
+    for (i, (name, ir)) in totals.iter().enumerate() {
+        match interp.as_ref().map(|t| t[i].1) {
+            Some(other) if other != *ir => {
+                println!("  {name:<24} {ir:>12}  interpreter {other:>12}")
+            }
+            _ => println!("  {name:<24} {ir:>12}"),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Each of `cases` under callgrind with its applets on `engine`; the
+/// totals, or `None` (said on stderr) if one could not be counted.
+fn count<'a>(
+    exe: &std::path::Path,
+    cases: impl Iterator<Item = &'a fastpath_bench::unet::Case>,
+    n: usize,
+    engine: jive::Engine,
+) -> Option<Vec<(&'a str, u64)>> {
     let mut totals = Vec::new();
-    for c in CASES {
-        eprint!("callgrind {:<16} ", c.name);
-        match callgrind(&exe, c, n) {
+    for c in cases {
+        eprint!("callgrind {:<24} ", format!("{} ({engine:?})", c.name));
+        match callgrind(exe, c, n, engine) {
             Ok(ir) => {
                 eprintln!("{ir} instructions in {}", c.toggle);
                 totals.push((c.name, ir));
@@ -206,21 +298,9 @@ fn all(n: usize) -> ExitCode {
             Err(skip) => {
                 eprintln!();
                 eprintln!("unet-count: {}", skip.0);
-                return ExitCode::FAILURE;
+                return None;
             }
         }
     }
-    let Some(rows) = report(&totals, n) else {
-        eprintln!("unet-count: a case is missing");
-        return ExitCode::FAILURE;
-    };
-    println!(
-        "Figure 7 breakdown: host instructions (callgrind), N = {n} messages per case after {WARM_UP} uncounted\n"
-    );
-    print!("{}", table(&rows));
-    println!("\nTotals (instructions in the toggled function over N messages):");
-    for (name, ir) in &totals {
-        println!("  {name:<16} {ir}");
-    }
-    ExitCode::SUCCESS
+    Some(totals)
 }
