@@ -68,11 +68,20 @@ pub enum EngineArg {
 }
 
 impl EngineArg {
-    fn engine(self) -> Engine {
+    pub(crate) fn engine(self) -> Engine {
         match self {
             EngineArg::Interp => Engine::Interpreter,
             EngineArg::Jit => Engine::Jit,
             EngineArg::Tiered => Engine::Tiered,
+        }
+    }
+
+    /// Its name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EngineArg::Interp => "interp",
+            EngineArg::Jit => "jit",
+            EngineArg::Tiered => "tiered",
         }
     }
 }

@@ -52,6 +52,7 @@ use unet::transport::{
 use unet::wait::Backoff;
 use unet::{Addr, Config, Endpoint, Engine};
 
+use crate::applet::EngineArg;
 use crate::figures::{self, Column, Figure, Table};
 use crate::{preemption, signals};
 
@@ -113,6 +114,13 @@ pub struct DemoArgs {
     /// second).
     #[arg(long)]
     pub no_pin: bool,
+    /// The engine that runs the applets: interp (jive's interpreter), jit
+    /// (native code; an error if the JIT cannot compile one) or, by
+    /// default, tiered (the JIT where it can compile the applet, else the
+    /// interpreter), as an endpoint installs them. Run once with `interp`
+    /// to set Figures 5 and 6 on the interpreter beside the JIT's.
+    #[arg(long, value_enum, default_value_t = EngineArg::Tiered, hide_default_value = true)]
+    pub engine: EngineArg,
 }
 
 /// The most round trips a cell may take: a Java `int`, the type the
@@ -234,6 +242,8 @@ struct Net {
     /// The UDP port of the next pair's `packet` engines (each pair opens
     /// its transports anew).
     next_port: Cell<u16>,
+    /// The engine that runs the pairs' applets (`--engine`).
+    engine: EngineArg,
 }
 
 /// The veth MTU with `--netns`: the largest bandwidth message (16 KiB) and
@@ -291,7 +301,7 @@ fn pair(
     if let Some(hosts) = &net.hosts {
         let port = net.next_port.get();
         net.next_port.set(port.wrapping_add(1).max(7000));
-        return pair_netns(net.transport, hosts, port, config, applet);
+        return pair_netns(net.transport, hosts, port, config, applet, net.engine);
     }
     let (ea, eb) = match net.transport {
         TransportArg::Loop => {
@@ -311,9 +321,34 @@ fn pair(
     };
     let mut a = ea.create_endpoint(config, applet)?;
     let mut b = eb.create_endpoint(config, applet)?;
+    run_applet_on(&a, net.engine)?;
+    run_applet_on(&b, net.engine)?;
     let ab = a.open_channel(eb.local(), b.id())?;
     let ba = b.open_channel(ea.local(), a.id())?;
     Ok(Pair { a, b, ab, ba })
+}
+
+/// Makes `engine` run `ep`'s applet, if it has one (an endpoint installs
+/// its applet tiered, which `Tiered` leaves as it is).
+fn run_applet_on(ep: &Endpoint, engine: EngineArg) -> Result<(), Box<dyn std::error::Error>> {
+    if engine == EngineArg::Tiered {
+        return Ok(());
+    }
+    let e = ep
+        .engine()
+        .ok_or("the endpoint's engine is not in this process")?;
+    let want = engine.engine();
+    let set = |ap: &mut jive::Applet| {
+        if ap.engine() == want {
+            Ok(())
+        } else {
+            ap.set_engine(want)
+        }
+    };
+    match e.with_applet(ep.id(), set) {
+        Some(Err(err)) => Err(format!("--engine {}: {err}", engine.name()).into()),
+        Some(Ok(())) | None => Ok(()),
+    }
 }
 
 /// [`pair`] across two hosts: each endpoint is made, with its transport
@@ -327,6 +362,7 @@ fn pair_netns(
     port: u16,
     config: Config,
     applet: Option<&[u8]>,
+    applets_on: EngineArg,
 ) -> Result<Pair, Box<dyn std::error::Error>> {
     let side = |me: &Host, peer: &Host| -> Result<Endpoint, Box<dyn std::error::Error>> {
         let made = me.run(|| -> Result<Endpoint, String> {
@@ -356,6 +392,8 @@ fn pair_netns(
     let [ha, hb] = hosts.hosts();
     let mut a = side(ha, hb)?;
     let mut b = side(hb, ha)?;
+    run_applet_on(&a, applets_on)?;
+    run_applet_on(&b, applets_on)?;
     let local = |ep: &Endpoint| ep.engine().map(Engine::local).ok_or("no engine");
     let (la, lb) = (local(&a)?, local(&b)?);
     let ab = a.open_channel(lb, b.id())?;
@@ -1821,6 +1859,7 @@ pub fn bench_unet_burst(json: bool) -> ExitCode {
         transport: TransportArg::Loop,
         hosts: None,
         next_port: Cell::new(7000),
+        engine: EngineArg::Tiered,
     };
     let _pinned = Pinned::new();
     if !json {
@@ -2198,6 +2237,7 @@ pub fn bench_unet(json: bool) -> ExitCode {
             netns: false,
             json,
             no_pin: false,
+            engine: EngineArg::Tiered,
         };
         match measure(&args) {
             Ok((doc, tables)) => {
@@ -2227,6 +2267,7 @@ pub fn bench_unet(json: bool) -> ExitCode {
         netns: true,
         json,
         no_pin: false,
+        engine: EngineArg::Tiered,
     };
     match unet::netns::available() {
         Err(why) => {
@@ -2294,6 +2335,7 @@ fn measure_transports(
         transport: TransportArg::Xdp,
         hosts: Some(hosts),
         next_port: Cell::new(7000),
+        engine: args.engine,
     };
     let batching = Batching::for_rounds(args.rounds);
     let mut progress = Progress::new(compare_cells() as u64)?;
@@ -2337,6 +2379,7 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
         transport: t,
         hosts,
         next_port: Cell::new(7000),
+        engine: args.engine,
     };
     let batching = Batching::for_rounds(args.rounds);
     let flows = FLOWS;
@@ -2357,9 +2400,14 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
         (None, true) => "placed by the scheduler (--no-pin)".to_owned(),
         (None, false) => "placed by the scheduler (fewer than two CPUs to pin them to)".to_owned(),
     };
+    let applets = match args.engine {
+        EngineArg::Tiered => "",
+        EngineArg::Interp => ", the applets on jive's interpreter (--engine interp)",
+        EngineArg::Jit => ", the applets on jive's JIT (--engine jit)",
+    };
     let intro = match &net.hosts {
         None => format!(
-            "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads {placement}",
+            "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads {placement}{applets}",
             t.name()
         ),
         Some(h) => {
@@ -2367,7 +2415,7 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
             format!(
                 "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads \
                  {placement} in two network namespaces ({} {}, {} {}) joined by a veth pair (MTU {}), \
-                 an engine each",
+                 an engine each{applets}",
                 t.name(),
                 ha.namespace,
                 ha.ip,
@@ -2764,6 +2812,7 @@ fn json_document(
         "batches": batching.batches,
         "batch": batching.batch,
         "messages": args.messages,
+        "engine": net.engine.name(),
     });
     for t in tables {
         doc[t.key.as_str()] = t.to_json();
@@ -3042,6 +3091,7 @@ mod tests {
             transport: TransportArg::Loop,
             hosts: None,
             next_port: Cell::new(7000),
+            engine: EngineArg::Tiered,
         };
         let args = parse(&[]).unwrap();
         let b = Batching::for_rounds(args.rounds);
@@ -3239,6 +3289,60 @@ mod tests {
         assert_eq!(parse(&[]).unwrap().messages, 20_000);
     }
 
+    /// `--engine` decides which of jive's engines runs every applet of
+    /// the demo's pairs; without it they run as an endpoint installs them
+    /// (tiered: the JIT where it compiles them, as it does these).
+    #[test]
+    fn the_engine_option_runs_the_pairs_applets_on_the_engine_it_names() {
+        let cases = [
+            (&[][..], jive::Engine::Jit),
+            (&["--engine", "interp"][..], jive::Engine::Interpreter),
+            (&["--engine", "jit"][..], jive::Engine::Jit),
+            (&["--engine", "tiered"][..], jive::Engine::Jit),
+        ];
+        for (args, want) in cases {
+            let args = parse(args).unwrap();
+            let net = Net {
+                transport: TransportArg::Loop,
+                hosts: None,
+                next_port: Cell::new(7000),
+                engine: args.engine,
+            };
+            for applet in [unet::applets::STANDARD, unet::applets::PING_PONG] {
+                let mut p = pair(&net, Config::default(), Some(applet)).unwrap();
+                for ep in [&p.a, &p.b] {
+                    let e = ep.engine().unwrap();
+                    assert_eq!(
+                        e.with_applet(ep.id(), |ap| ap.engine()),
+                        Some(want),
+                        "{:?}",
+                        args.engine
+                    );
+                }
+                if applet == unet::applets::STANDARD {
+                    // And the applets still carry a message both ways.
+                    p.a.send(p.ab, b"both ways").unwrap();
+                    assert_eq!(p.b.recv().unwrap().to_vec(), b"both ways");
+                }
+            }
+        }
+        assert_eq!(
+            json_document(
+                &Net {
+                    transport: TransportArg::Loop,
+                    hosts: None,
+                    next_port: Cell::new(7000),
+                    engine: EngineArg::Interp,
+                },
+                &parse(&["--engine", "interp"]).unwrap(),
+                Batching::for_rounds(10),
+                &[],
+            )["engine"],
+            "interp"
+        );
+        assert!(parse(&["--engine", "fast"]).is_err());
+    }
+
     #[test]
     fn batching_never_claims_more_samples_than_it_times() {
         let cases = [
@@ -3358,6 +3462,7 @@ mod tests {
             transport: TransportArg::Loop,
             hosts: None,
             next_port: Cell::new(7300),
+            engine: EngineArg::Tiered,
         };
         let b = Batching {
             batch: 7,
