@@ -1318,6 +1318,18 @@ mod tests {
             ]
         );
         assert!(report(&totals[1..], n).is_none());
+        // A row has the interpreter's figure exactly when a case it is
+        // computed from runs an applet.
+        for r in &rows {
+            let named: Vec<&Case> = r
+                .formula
+                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '-'))
+                .filter_map(case)
+                .collect();
+            assert!(!named.is_empty(), "{}", r.formula);
+            let applet = named.iter().any(|c| c.receiver.runs_applet());
+            assert_eq!(r.applet, applet, "{}", r.formula);
+        }
     }
 
     #[test]
