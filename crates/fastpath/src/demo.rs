@@ -1763,9 +1763,13 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 }
 
 /// The latency rows of one message size, in [`Lat`]'s order: the five
-/// set-ups, the four peers (each [`steady`]); the set-ups measured again
-/// while an applet's round trip comes out faster than U-Net's, [`TRIES`]
-/// times at most.
+/// set-ups, the four peers (each [`steady`]). U-Net's round trip is
+/// measured before the applets' and once more after them: the applets'
+/// ratios and costs are against it, so it must not have moved in between
+/// ([`unet_moved`]). The set-ups are measured again while an applet's
+/// round trip comes out faster than U-Net's or U-Net's moved, [`TRIES`]
+/// times at most; if U-Net's still moved, its figure is missing with the
+/// reason, and so are the ratios and costs against it.
 fn latency_row(
     net: &Net,
     size: usize,
@@ -1778,26 +1782,35 @@ fn latency_row(
         Setup::StandardLent,
         Setup::Simple,
     ];
-    let measure_setups =
-        |progress: &mut Progress| -> Result<Vec<Timing>, Box<dyn std::error::Error>> {
-            let mut row = Vec::new();
-            for s in setups {
-                progress.start(format!("latency: {size} B, {}", s.name()));
-                row.push(steady(|| {
-                    rtt_endpoints(pair(net, Config::default(), s.applet())?, size, b)
-                })?);
-                progress.done();
-            }
-            Ok(row)
+    let measure_setups = |progress: &mut Progress| -> Result<
+        (Vec<Timing>, Option<String>),
+        Box<dyn std::error::Error>,
+    > {
+        let mut row = Vec::new();
+        let cell = |s: Setup, progress: &mut Progress| {
+            progress.start(format!("latency: {size} B, {}", s.name()));
+            let t = steady(|| rtt_endpoints(pair(net, Config::default(), s.applet())?, size, b));
+            progress.done();
+            t
         };
-    let mut row = measure_setups(progress)?;
+        for s in setups {
+            row.push(cell(s, progress)?);
+        }
+        let again = cell(Setup::Raw, progress)?;
+        let moved = unet_moved(&row[0], &again);
+        Ok((row, moved))
+    };
+    let (mut row, mut moved) = measure_setups(progress)?;
     let mut tries = 1;
-    while tries < TRIES && row[1..].iter().any(|t| t.median < row[0].median) {
-        progress.more(setups.len() as u64);
-        row = measure_setups(progress)?;
+    while tries < TRIES && (moved.is_some() || row[1..].iter().any(|t| t.median < row[0].median)) {
+        progress.more(setups.len() as u64 + 1);
+        (row, moved) = measure_setups(progress)?;
         tries += 1;
     }
     let mut figures: Vec<Figure> = row.iter().map(|t| t.figure(b)).collect();
+    if let Some(why) = moved {
+        figures[Lat::UNET] = Figure::missing(format!("{why}, in each of {TRIES} tries"));
+    }
     progress.start(format!("latency: {size} B, {}", Setup::PingPong.name()));
     let p = pair(net, Config::default(), Setup::PingPong.applet())?;
     figures.push(rtt_applets(p, size, b)?.figure(b));
@@ -2391,7 +2404,7 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
     };
     let sizes: &[usize] = &SIZES;
     let compare = t == TransportArg::Xdp;
-    let cells = sizes.len() * LAT_CELLS
+    let cells = sizes.len() * LAT_MEASURED
         + bw_sizes.len() * (flows.len() + 1)
         + if compare { compare_cells() } else { 0 };
     let pinned = if args.no_pin { None } else { Pinned::new() };
@@ -2480,9 +2493,36 @@ impl Lat {
     const UDP_BLOCKING: usize = 7;
 }
 
-/// Cells of a latency row as the progress counts them: four endpoint
-/// set-ups, the ping-pong, the ring, the two UDP peers and the Unix one.
+/// Cells of a latency row: four endpoint set-ups, the ping-pong, the
+/// ring, the two UDP peers and the Unix one.
 const LAT_CELLS: usize = 9;
+
+/// Cells of a latency row as the progress counts them: [`LAT_CELLS`] and
+/// U-Net's second measurement ([`latency_row`]).
+const LAT_MEASURED: usize = LAT_CELLS + 1;
+
+/// How far apart U-Net's two round trips of a latency row may read (the
+/// slower over the faster) before the row counts as measured while the
+/// machine's speed moved: two cells of one set-up in a row differ by a
+/// few percent on a steady machine, and this guest's slow and fast
+/// regimes by 2 to 4 times.
+const MAX_UNET_MOVE: f64 = 1.5;
+
+/// Why U-Net's round trip, measured `first` before a row's applets and
+/// `again` after them, cannot be the reference of their ratios and costs:
+/// it moved by more than [`MAX_UNET_MOVE`] times in between; `None` when
+/// it held.
+fn unet_moved(first: &Timing, again: &Timing) -> Option<String> {
+    let (a, b) = (first.median.as_secs_f64(), again.median.as_secs_f64());
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    (hi > lo * MAX_UNET_MOVE).then(|| {
+        format!(
+            "U-Net read {} µs before the applets and {} after",
+            figures::sig(a * 1e6),
+            figures::sig(b * 1e6)
+        )
+    })
+}
 
 /// A row of the bandwidth table: the cells of [`FLOWS`] (in its order),
 /// the memcpy peer, U-Net's share of it, and the two standard applets'
@@ -3341,6 +3381,35 @@ mod tests {
             "interp"
         );
         assert!(parse(&["--engine", "fast"]).is_err());
+    }
+
+    /// U-Net's two round trips of a latency row hold within
+    /// [`MAX_UNET_MOVE`] of each other, in either order, or the row says
+    /// how far it moved.
+    #[test]
+    fn a_row_whose_unet_round_trip_moved_says_so() {
+        let t = |us: f64| Timing::of(vec![Duration::from_secs_f64(us * 1e-6)]);
+        assert_eq!(unet_moved(&t(0.173), &t(0.180)), None);
+        assert_eq!(unet_moved(&t(0.180), &t(0.173)), None);
+        assert_eq!(unet_moved(&t(0.2), &t(0.3)), None);
+        assert_eq!(
+            unet_moved(&t(0.582), &t(0.171)).as_deref(),
+            Some("U-Net read 0.582 µs before the applets and 0.171 after")
+        );
+        assert_eq!(
+            unet_moved(&t(0.171), &t(0.582)).as_deref(),
+            Some("U-Net read 0.171 µs before the applets and 0.582 after")
+        );
+        // The applets' figures against a U-Net that moved are missing too.
+        let unet = Figure::missing("U-Net read 0.582 µs before the applets and 0.171 after");
+        assert_eq!(
+            applet_cost(&Figure::value(0.603), &unet),
+            Figure::missing("U-Net n/a")
+        );
+        assert_eq!(
+            applet_ratio(&Figure::value(0.603), &unet),
+            Figure::missing("U-Net n/a")
+        );
     }
 
     #[test]
