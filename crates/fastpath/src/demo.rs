@@ -1809,7 +1809,9 @@ fn latency_row(
     }
     let mut figures: Vec<Figure> = row.iter().map(|t| t.figure(b)).collect();
     if let Some(why) = moved {
-        figures[Lat::UNET] = Figure::missing(format!("{why}, in each of {TRIES} tries"));
+        // The last try's U-Net moved (the others may have been retried
+        // for an applet below U-Net instead).
+        figures[Lat::UNET] = Figure::missing(format!("{why} (the last of {tries} tries)"));
     }
     progress.start(format!("latency: {size} B, {}", Setup::PingPong.name()));
     let p = pair(net, Config::default(), Setup::PingPong.applet())?;
@@ -2517,7 +2519,7 @@ fn unet_moved(first: &Timing, again: &Timing) -> Option<String> {
     let (lo, hi) = if a < b { (a, b) } else { (b, a) };
     (hi > lo * MAX_UNET_MOVE).then(|| {
         format!(
-            "U-Net read {} µs before the applets and {} after",
+            "U-Net read {} µs before the applets and {} after them",
             figures::sig(a * 1e6),
             figures::sig(b * 1e6)
         )
@@ -3394,14 +3396,14 @@ mod tests {
         assert_eq!(unet_moved(&t(0.2), &t(0.3)), None);
         assert_eq!(
             unet_moved(&t(0.582), &t(0.171)).as_deref(),
-            Some("U-Net read 0.582 µs before the applets and 0.171 after")
+            Some("U-Net read 0.582 µs before the applets and 0.171 after them")
         );
         assert_eq!(
             unet_moved(&t(0.171), &t(0.582)).as_deref(),
-            Some("U-Net read 0.171 µs before the applets and 0.582 after")
+            Some("U-Net read 0.171 µs before the applets and 0.582 after them")
         );
         // The applets' figures against a U-Net that moved are missing too.
-        let unet = Figure::missing("U-Net read 0.582 µs before the applets and 0.171 after");
+        let unet = Figure::missing("U-Net read 0.582 µs before the applets and 0.171 after them");
         assert_eq!(
             applet_cost(&Figure::value(0.603), &unet),
             Figure::missing("U-Net n/a")
