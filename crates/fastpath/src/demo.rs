@@ -2505,9 +2505,10 @@ const LAT_MEASURED: usize = LAT_CELLS + 1;
 
 /// How far apart U-Net's two round trips of a latency row may read (the
 /// slower over the faster) before the row counts as measured while the
-/// machine's speed moved: two cells of one set-up in a row differ by a
-/// few percent on a steady machine, and this guest's slow and fast
-/// regimes by 2 to 4 times.
+/// machine's speed moved: two cells of one set-up in a row mostly differ
+/// by 14% or less on the EPYC guest, and its slow and fast regimes by 2
+/// to 4 times (docs/benchmarks.md, "U-Net's round trip measured twice in
+/// each latency row").
 const MAX_UNET_MOVE: f64 = 1.5;
 
 /// Why U-Net's round trip, measured `first` before a row's applets and
