@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use idl::rt::Status;
 use idl::rt::shm::{self, CLOSED, ClientEnd, Config, LINE, REPLY, REPLY_CLOSED, REQUEST, WAITER};
@@ -83,6 +83,7 @@ fn loaded_lengths() -> impl Iterator<Item = usize> {
 
 #[test]
 fn after_a_loaded_phase_a_side_polls_again_within_probe_max_waits() {
+    let _cpus = hold_cpus();
     for n in loaded_lengths() {
         let out = replay(2000, &(loaded(n) + &idle(4 * K)));
         let after = &out[n..];
@@ -102,6 +103,7 @@ fn after_a_loaded_phase_a_side_polls_again_within_probe_max_waits() {
 
 #[test]
 fn under_a_permanent_load_a_side_polls_on_one_wait_in_probe_max() {
+    let _cpus = hold_cpus();
     const WAITS: usize = 100_000;
     let out = replay(2000, &loaded(WAITS));
     let polls = out.chars().filter(|&c| c != 'S').count();
@@ -130,6 +132,7 @@ fn under_a_permanent_load_a_side_polls_on_one_wait_in_probe_max() {
 
 #[test]
 fn a_load_that_answers_now_and_then_still_keeps_polling_rare() {
+    let _cpus = hold_cpus();
     // One poll in ten answered (a peer that gets a core now and then):
     // each answered poll costs at most the two polls that must run out
     // before the side sleeps again.
@@ -176,6 +179,7 @@ fn replay_c(spin: u32, script: &str) -> String {
 
 #[test]
 fn the_c_rule_makes_the_same_choice_as_the_rust_rule_on_every_wait() {
+    let _cpus = hold_cpus();
     if !have_gcc("the_c_rule_makes_the_same_choice_as_the_rust_rule_on_every_wait") {
         return;
     }
@@ -302,13 +306,31 @@ fn busy_peer() {
     }
 }
 
-/// Ends the peer when dropped (the client closes the channel first).
-struct Peer(Child);
+/// Ends the peer when dropped (the client closes the channel first),
+/// then gives back the two CPUs it and its client were pinned to.
+struct Peer {
+    child: Child,
+    _cpus: MutexGuard<'static, ()>,
+}
+
+/// Held by every test of this file while it runs (the harness runs tests
+/// in parallel): a busy peer and its client are pinned to the two CPUs
+/// and need them to themselves. Beside another pair, or the C rule's
+/// compile and run, a server is descheduled for much of the time, and a
+/// client whose server answers at once sleeps on many calls for a reason
+/// that is not its rule (998 of 1,000 in one run beside the C client's
+/// pair, 524 in a CI run).
+static CPUS: Mutex<()> = Mutex::new(());
+
+/// [`CPUS`], also after a test that failed while it held them.
+fn hold_cpus() -> MutexGuard<'static, ()> {
+    CPUS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -316,6 +338,7 @@ impl Drop for Peer {
 /// to the second of two CPUs; the channel's descriptor and the CPU left
 /// for the client.
 fn busy_channel() -> (std::os::fd::OwnedFd, Peer, Option<usize>) {
+    let cpus_held = hold_cpus();
     let fd = shm::create(&Config {
         area: 4096,
         ..Config::default()
@@ -331,7 +354,10 @@ fn busy_channel() -> (std::os::fd::OwnedFd, Peer, Option<usize>) {
     if let Some([_, server]) = cpus {
         cmd.env(PEER_CPU, server.to_string());
     }
-    let peer = Peer(cmd.spawn().expect("spawn the busy peer"));
+    let peer = Peer {
+        child: cmd.spawn().expect("spawn the busy peer"),
+        _cpus: cpus_held,
+    };
     drop(inherit);
     (fd, peer, cpus.map(|[client, _]| client))
 }
