@@ -874,20 +874,13 @@ pub fn run_case(case: &Case, n: usize, engine: jive::Engine) -> Result<CaseRun, 
     Ok(run)
 }
 
-/// Makes `engine` run the applets of both endpoints of `p` (each is
-/// compiled when it is installed, so the JIT's runs change nothing), and
-/// checks that it does.
+/// Makes `engine` run the applets of both endpoints of `p`, and checks
+/// that it does.
 fn set_engine(p: &Pair, engine: jive::Engine) -> Result<(), String> {
     let e = p.a.engine().ok_or("the engine is not in this process")?;
     for id in [p.a.id(), p.b.id()] {
-        if let Some(set) = e.with_applet(id, |ap| {
-            if ap.engine() != engine {
-                ap.set_engine(engine)
-                    .map_err(|err| format!("running the applet on {engine:?}: {err}"))?;
-            }
-            Ok::<_, String>(ap.engine())
-        }) {
-            let now = set?;
+        if let Some(set) = e.with_applet(id, |ap| ap.set_engine(engine).map(|()| ap.engine())) {
+            let now = set.map_err(|err| format!("running the applet on {engine:?}: {err}"))?;
             if now != engine {
                 return Err(format!("the applet runs on {now:?}, not {engine:?}"));
             }

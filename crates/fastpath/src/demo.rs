@@ -337,15 +337,7 @@ fn run_applet_on(ep: &Endpoint, engine: EngineArg) -> Result<(), Box<dyn std::er
     let e = ep
         .engine()
         .ok_or("the endpoint's engine is not in this process")?;
-    let want = engine.engine();
-    let set = |ap: &mut jive::Applet| {
-        if ap.engine() == want {
-            Ok(())
-        } else {
-            ap.set_engine(want)
-        }
-    };
-    match e.with_applet(ep.id(), set) {
+    match e.with_applet(ep.id(), |ap| ap.set_engine(engine.engine())) {
         Some(Err(err)) => Err(format!("--engine {}: {err}", engine.name()).into()),
         Some(Ok(())) | None => Ok(()),
     }
