@@ -552,6 +552,11 @@ impl Timing {
         }
     }
 
+    /// The median, µs (a figure's unit).
+    fn micros(&self) -> f64 {
+        self.median.as_secs_f64() * 1e6
+    }
+
     /// Preempted or unsteady: worth measuring again ([`steady`]).
     pub fn disturbed(&self) -> bool {
         self.preempted > 0 || self.unsteady()
@@ -567,7 +572,7 @@ impl Timing {
                 self.samples, batching.batches
             ));
         }
-        let f = Figure::value(self.median.as_secs_f64() * 1e6);
+        let f = Figure::value(self.micros());
         if self.preempted > 0 {
             f.with_note(format!("{}/{} preempted", self.preempted, self.samples))
         } else if self.unsteady() {
@@ -1758,10 +1763,15 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 /// set-ups, the four peers (each [`steady`]). U-Net's round trip is
 /// measured before the applets' and once more after them: the applets'
 /// ratios and costs are against it, so it must not have moved in between
-/// ([`unet_moved`]). The set-ups are measured again while an applet's
-/// round trip comes out faster than U-Net's or U-Net's moved, [`TRIES`]
-/// times at most; if U-Net's still moved, its figure is missing with the
-/// reason, and so are the ratios and costs against it.
+/// ([`moved`]). The ring's round trip, U-Net's floor, is measured right
+/// after each of U-Net's, so that the two are measured in the same few
+/// milliseconds (this guest's speed moves between regimes within
+/// seconds), and must not have moved either; the first is shown, the one
+/// measured beside U-Net's shown figure. The set-ups and the ring are
+/// measured again while an applet's round trip comes out faster than
+/// U-Net's or U-Net's or the ring's moved, [`TRIES`] times at most; if one
+/// still moved, its figure is missing with the reason, and so are the
+/// ratios and costs against it.
 fn latency_row(
     net: &Net,
     size: usize,
@@ -1774,10 +1784,7 @@ fn latency_row(
         Setup::StandardLent,
         Setup::Simple,
     ];
-    let measure_setups = |progress: &mut Progress| -> Result<
-        (Vec<Timing>, Option<String>),
-        Box<dyn std::error::Error>,
-    > {
+    let measure_setups = |progress: &mut Progress| -> Result<RowTry, Box<dyn std::error::Error>> {
         let mut row = Vec::new();
         let cell = |s: Setup, progress: &mut Progress| {
             progress.start(format!("latency: {size} B, {}", s.name()));
@@ -1785,33 +1792,58 @@ fn latency_row(
             progress.done();
             t
         };
-        for s in setups {
-            row.push(cell(s, progress)?);
+        let ring = |progress: &mut Progress| {
+            progress.start(format!("latency: {size} B, SPSC ring"));
+            let f = ring_floor(size, b);
+            progress.done();
+            f
+        };
+        row.push(cell(Setup::Raw, progress)?);
+        let ring_first = ring(progress);
+        for s in &setups[1..] {
+            row.push(cell(*s, progress)?);
         }
         let again = cell(Setup::Raw, progress)?;
-        let moved = unet_moved(&row[0], &again);
-        Ok((row, moved))
+        let ring_again = ring(progress);
+        let moved = Moved {
+            unet: moved("U-Net", row[0].micros(), again.micros()),
+            ring: match (ring_first.get(), ring_again.get()) {
+                (Some(a), Some(again)) => moved("the ring", a, again),
+                _ => None,
+            },
+        };
+        Ok(RowTry {
+            setups: row,
+            ring: ring_first,
+            moved,
+        })
     };
-    let (mut row, mut moved) = measure_setups(progress)?;
+    let mut t = measure_setups(progress)?;
     let mut tries = 1;
-    while tries < TRIES && (moved.is_some() || row[1..].iter().any(|t| t.median < row[0].median)) {
-        progress.more(setups.len() as u64 + 1);
-        (row, moved) = measure_setups(progress)?;
+    while tries < TRIES
+        && (t.moved.any() || t.setups[1..].iter().any(|s| s.median < t.setups[0].median))
+    {
+        progress.more(setups.len() as u64 + 3);
+        t = measure_setups(progress)?;
         tries += 1;
     }
-    let mut figures: Vec<Figure> = row.iter().map(|t| t.figure(b)).collect();
-    if let Some(why) = moved {
-        // The last try's U-Net moved (the others may have been retried
-        // for an applet below U-Net instead).
-        figures[Lat::UNET] = Figure::missing(format!("{why} (the last of {tries} tries)"));
+    let mut figures: Vec<Figure> = t.setups.iter().map(|t| t.figure(b)).collect();
+    // The last try's U-Net or ring moved (the others may have been retried
+    // for an applet below U-Net instead).
+    let last = |why: String| Figure::missing(format!("{why} (the last of {tries} tries)"));
+    if let Some(why) = t.moved.unet {
+        figures[Lat::UNET] = last(why);
     }
+    let ring = match t.moved.ring {
+        Some(why) => last(why),
+        None => t.ring,
+    };
     progress.start(format!("latency: {size} B, {}", Setup::PingPong.name()));
     let p = pair(net, Config::default(), Setup::PingPong.applet())?;
     figures.push(rtt_applets(p, size, b)?.figure(b));
     progress.done();
     progress.start(format!("latency: {size} B, peers"));
-    figures.push(ring_floor(size, b));
-    progress.done();
+    figures.push(ring);
     for spin in [true, false] {
         figures
             .push(steady(|| rtt_udp(udp_sockets(net.hosts.as_ref())?, size, b, spin))?.figure(b));
@@ -2492,31 +2524,58 @@ impl Lat {
 const LAT_CELLS: usize = 9;
 
 /// Cells of a latency row as the progress counts them: [`LAT_CELLS`] and
-/// U-Net's second measurement ([`latency_row`]).
-const LAT_MEASURED: usize = LAT_CELLS + 1;
+/// U-Net's and the ring's second measurements ([`latency_row`]).
+const LAT_MEASURED: usize = LAT_CELLS + 2;
 
-/// How far apart U-Net's two round trips of a latency row may read (the
-/// slower over the faster) before the row counts as measured while the
-/// machine's speed moved: two cells of one set-up in a row mostly differ
-/// by 14% or less on the EPYC guest, and its slow and fast regimes by 2
-/// to 4 times (docs/benchmarks.md, "U-Net's round trip measured twice in
-/// each latency row").
-const MAX_UNET_MOVE: f64 = 1.5;
+/// How far apart two measurements of one cell of a latency row, U-Net's
+/// round trip or the ring's, may read (the slower over the faster) before
+/// the row counts as measured while the machine's speed moved: two cells
+/// of one set-up in a row mostly differ by 14% or less on the EPYC guest,
+/// and its slow and fast regimes by 2 to 4 times (docs/benchmarks.md,
+/// "U-Net's round trip measured twice in each latency row").
+const MAX_MOVE: f64 = 1.5;
 
-/// Why U-Net's round trip, measured `first` before a row's applets and
-/// `again` after them, cannot be the reference of their ratios and costs:
-/// it moved by more than [`MAX_UNET_MOVE`] times in between; `None` when
-/// it held.
-fn unet_moved(first: &Timing, again: &Timing) -> Option<String> {
-    let (a, b) = (first.median.as_secs_f64(), again.median.as_secs_f64());
-    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-    (hi > lo * MAX_UNET_MOVE).then(|| {
+/// Why a reference of a latency row, `what` (U-Net's round trip or the
+/// ring's), measured `first` before the row's applets and `again` after
+/// them (µs), cannot be trusted: it moved by more than [`MAX_MOVE`] times
+/// in between; `None` when it held.
+fn moved(what: &str, first: f64, again: f64) -> Option<String> {
+    let (lo, hi) = if first < again {
+        (first, again)
+    } else {
+        (again, first)
+    };
+    (hi > lo * MAX_MOVE).then(|| {
         format!(
-            "U-Net read {} µs before the applets and {} after them",
-            figures::sig(a * 1e6),
-            figures::sig(b * 1e6)
+            "{what} read {} µs before the applets and {} after them",
+            figures::sig(first),
+            figures::sig(again)
         )
     })
+}
+
+/// One measurement of a latency row's set-ups and its ring ([`latency_row`]).
+struct RowTry {
+    /// The set-ups' round trips, in [`Lat`]'s order.
+    setups: Vec<Timing>,
+    /// The ring's floor measured right after U-Net's first round trip.
+    ring: Figure,
+    /// What moved between the two measurements of U-Net and of the ring.
+    moved: Moved,
+}
+
+/// What moved in a latency row between its two measurements of each
+/// reference ([`moved`]): U-Net's round trip, against which the applets'
+/// ratios and costs are taken, and the ring's, against which U-Net's is.
+struct Moved {
+    unet: Option<String>,
+    ring: Option<String>,
+}
+
+impl Moved {
+    fn any(&self) -> bool {
+        self.unet.is_some() || self.ring.is_some()
+    }
 }
 
 /// A row of the bandwidth table: the cells of [`FLOWS`] (in its order),
@@ -3378,22 +3437,21 @@ mod tests {
         assert!(parse(&["--engine", "fast"]).is_err());
     }
 
-    /// U-Net's two round trips of a latency row hold within
-    /// [`MAX_UNET_MOVE`] of each other, in either order, or the row says
-    /// how far it moved.
+    /// U-Net's or the ring's two round trips of a latency row hold within
+    /// [`MAX_MOVE`] of each other, in either order, or the row says how
+    /// far it moved.
     #[test]
-    fn a_row_whose_unet_round_trip_moved_says_so() {
-        let t = |us: f64| Timing::of(vec![Duration::from_secs_f64(us * 1e-6)]);
-        assert_eq!(unet_moved(&t(0.173), &t(0.180)), None);
-        assert_eq!(unet_moved(&t(0.180), &t(0.173)), None);
-        assert_eq!(unet_moved(&t(0.2), &t(0.3)), None);
+    fn a_row_whose_reference_round_trip_moved_says_so() {
+        assert_eq!(moved("U-Net", 0.173, 0.180), None);
+        assert_eq!(moved("U-Net", 0.180, 0.173), None);
+        assert_eq!(moved("U-Net", 0.2, 0.3), None);
         assert_eq!(
-            unet_moved(&t(0.582), &t(0.171)).as_deref(),
+            moved("U-Net", 0.582, 0.171).as_deref(),
             Some("U-Net read 0.582 µs before the applets and 0.171 after them")
         );
         assert_eq!(
-            unet_moved(&t(0.171), &t(0.582)).as_deref(),
-            Some("U-Net read 0.171 µs before the applets and 0.582 after them")
+            moved("the ring", 0.171, 0.582).as_deref(),
+            Some("the ring read 0.171 µs before the applets and 0.582 after them")
         );
         // The applets' figures against a U-Net that moved are missing too.
         let unet = Figure::missing("U-Net read 0.582 µs before the applets and 0.171 after them");
@@ -3404,6 +3462,13 @@ mod tests {
         assert_eq!(
             applet_ratio(&Figure::value(0.603), &unet),
             Figure::missing("U-Net n/a")
+        );
+        // And U-Net's ratio to a ring that moved.
+        let ring =
+            Figure::missing("the ring read 0.171 µs before the applets and 0.582 after them");
+        assert_eq!(
+            over_ring(&Figure::value(0.2), &ring, "ring"),
+            Figure::missing("ring n/a")
         );
     }
 
