@@ -313,7 +313,7 @@ const SMALL_DIRECT: usize = 64;
 /// ping-pong of 1 KiB messages has its payload fetched alongside the
 /// descriptor rather than after it, and a stream of large ones does not
 /// spend instructions on lines the hardware's own prefetcher brings.
-const PREFETCH_MAX: usize = 2048;
+pub(crate) const PREFETCH_MAX: usize = 2048;
 
 /// The most lines of the buffer it expects the next message in that a
 /// receiver asks the CPU for at each empty poll while it waits
@@ -323,7 +323,7 @@ const PREFETCH_MAX: usize = 2048;
 /// asking for all 16 lines of a 1 KiB message at every poll took that
 /// round trip from 1.2 to 2.3 µs (`loop_rtt`, alternated runs; the
 /// waiting side then takes lines from the sender while it writes them).
-const POLL_FETCH_LINES: u32 = 4;
+pub(crate) const POLL_FETCH_LINES: u32 = 4;
 
 /// An endpoint, as its application sees it.
 pub struct Endpoint {
