@@ -250,15 +250,18 @@ impl RingEnd {
         let Some((i, (len, _, _))) = self.rx.1.take_sealed_with(|q, s| q.rx_fixed(s)) else {
             // An empty poll: the last message's few lines at the place the
             // next is expected, so that they cross beside the slot's.
-            if self.fetch_lines <= POLL_FETCH_LINES as usize {
-                self.rx.0.prefetch_line_count(self.expect, self.fetch_lines);
+            let lines = self.fetch_lines;
+            if lines != 0 && lines <= POLL_FETCH_LINES as usize {
+                self.rx.0.prefetch_line_count(self.expect, lines);
             }
             return None;
         };
-        // The place the message probably names, asked for before the slot
-        // names it.
-        let lines = std::mem::take(&mut self.fetch_lines);
-        self.rx.0.prefetch_line_count(self.expect, lines);
+        if self.fetch_lines != 0 {
+            // The place the message probably names, asked for before the
+            // slot names it.
+            let lines = std::mem::take(&mut self.fetch_lines);
+            self.rx.0.prefetch_line_count(self.expect, lines);
+        }
         let len = len as usize;
         let n = len.min(buf.len());
         let q = self.rx.1.mem();
@@ -274,8 +277,10 @@ impl RingEnd {
             // The next message expected where its sender would place one
             // as long after this one (only a guess: the lines asked for
             // are checked to lie in the segment, and nothing is read).
-            let (_, after) = place(self.placement, self.area_len, at - self.area, len);
-            self.expect = self.area + place(self.placement, self.area_len, after, len).0;
+            if self.placement == Placement::InTurn {
+                let (_, after) = place(self.placement, self.area_len, at - self.area, len);
+                self.expect = self.area + place(self.placement, self.area_len, after, len).0;
+            }
             self.fetch_lines = len.min(PREFETCH_MAX).div_ceil(64);
         }
         self.rx.1.advance();
