@@ -697,6 +697,14 @@ pub const CASES: &[Case] = &[
         delivered: 1,
         framed: false,
     },
+    Case {
+        name: "ring-1000",
+        toggle: TOGGLE_RING,
+        size: LARGE,
+        receiver: Receiver::Ring,
+        delivered: 1,
+        framed: false,
+    },
 ];
 
 /// The case named `name`.
@@ -1029,6 +1037,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "path-1000 / N",
         ),
         row(
+            "the bare SPSC ring, 1000 B (in its area): send, copy out",
+            per("ring-1000")?,
+            "ring-1000 / N",
+        ),
+        row(
+            "U-Net path, 1000 B, no applet: added over the bare ring",
+            per("path-1000")? - per("ring-1000")?,
+            "(path-1000 - ring-1000) / N",
+        ),
+        row(
             "U-Net path, 57 B, no applet (the shortest message in a buffer)",
             per("path-57")?,
             "path-57 / N",
@@ -1299,15 +1317,16 @@ mod tests {
             ("dorx-lent-null", 780),
             ("ring-40", 300),
             ("ring-57", 400),
+            ("ring-1000", 700),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
         assert_eq!(
             v,
             [
-                100.0, 30.0, 70.0, 110.0, 200.0, 120.0, 40.0, 80.0, 150.0, 250.0, 300.0, 600.0,
-                300.0, 400.0, 350.0, 650.0, 100.0, 60.0, 90.0, 30.0, 20.0, 22.0, 18.0, 250.0,
-                500.0, 300.0, 250.0, 7.0, 11.0, 13.0
+                100.0, 30.0, 70.0, 110.0, 200.0, 70.0, 130.0, 120.0, 40.0, 80.0, 150.0, 250.0,
+                300.0, 600.0, 300.0, 400.0, 350.0, 650.0, 100.0, 60.0, 90.0, 30.0, 20.0, 22.0,
+                18.0, 250.0, 500.0, 300.0, 250.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

@@ -30,6 +30,7 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-57 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_ring target/release/unet-count ring-1000 16384
 //! # a case with its applets on jive's interpreter instead of the JIT:
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384 --interp
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>    # where the instructions go
@@ -71,9 +72,10 @@
 //!   message went before; its difference from `path-*-framed` is the
 //!   applet's cost through a frame, and `standard-*-framed` −
 //!   `standard-*` what the frameless delivery saves.
-//! - **The peer** (`ring-40`, `ring-57`, toggle `unet_count_ring`): the
-//!   bare SPSC ring that `fastpath demo` times U-Net against (`unet::peer`,
-//!   the endpoints' queue code and nothing else): one end sends the
+//! - **The peer** (`ring-40`, `ring-57`, `ring-1000`, toggle
+//!   `unet_count_ring`): the bare SPSC ring that `fastpath demo` times
+//!   U-Net against (`unet::peer`, the endpoints' queue code and nothing
+//!   else): one end sends the
 //!   message (in its slot up to 56 bytes, else in the ring's area), the
 //!   other copies it out, on one thread. `path-*` − `ring-*` is the
 //!   engine's own work a message, and the path's copy out into a `Vec`
