@@ -43,13 +43,13 @@
 //! expects ([`crate::Endpoint::recv_ref`]): while it reads a sealed
 //! slot, the last message's lines (up to 2 KiB of them), and at each
 //! empty poll, when the last message filled at most four lines, those
-//! four, so that a short message's area line crosses cores beside its
+//! lines, so that a short message's area line crosses cores beside its
 //! slot rather than after it. Until 2026-12-03 it asked for nothing, and
-//! was no floor from 57 B up: U-Net's round trip, which asks, read
-//! below it at 57 to 256 B in this guest's slow regime, and its 57 B
-//! round trip took 0.21 µs against U-Net's 0.22 in the middle one (0.17
-//! with the requests; docs/benchmarks.md, "The ring peer asks for its
-//! next message's lines as U-Net does").
+//! was no floor from 57 B up: U-Net's round trip, which asks, read below
+//! the ring's at 57 to 256 B in this guest's slow regime, and in its
+//! middle regime the ring's 57 B round trip took 0.21 µs against U-Net's
+//! 0.22 (0.17 with the requests; docs/benchmarks.md, "The ring peer asks
+//! for its next message's lines as U-Net does").
 //!
 //! A [`RingEnd`] carries one message in flight per direction (a
 //! ping-pong): a sender that pushed a message into the area must wait for
@@ -252,6 +252,8 @@ impl RingEnd {
             // next is expected, so that they cross beside the slot's.
             let lines = self.fetch_lines;
             if lines != 0 && lines <= POLL_FETCH_LINES as usize {
+                #[cfg(test)]
+                tests::ASKED.with(|a| a.set(Some((self.expect, lines))));
                 self.rx.0.prefetch_line_count(self.expect, lines);
             }
             return None;
@@ -260,6 +262,8 @@ impl RingEnd {
             // The place the message probably names, asked for before the
             // slot names it.
             let lines = std::mem::take(&mut self.fetch_lines);
+            #[cfg(test)]
+            tests::ASKED.with(|a| a.set(Some((self.expect, lines))));
             self.rx.0.prefetch_line_count(self.expect, lines);
         }
         let len = len as usize;
@@ -306,6 +310,18 @@ fn place(placement: Placement, area_len: usize, next: usize, len: usize) -> (usi
 mod tests {
     use super::*;
     use crate::ring::SealedMem;
+
+    thread_local! {
+        /// The place and lines [`RingEnd::try_recv`] last asked for on
+        /// this thread.
+        pub(super) static ASKED: std::cell::Cell<Option<(usize, usize)>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// What `try_recv` asked for since the last call, cleared.
+    fn asked() -> Option<(usize, usize)> {
+        ASKED.with(|a| a.take())
+    }
 
     #[test]
     fn messages_in_the_slot_and_in_the_area_arrive_whole() {
@@ -378,6 +394,29 @@ mod tests {
                 "{placement:?}: after a message in its slot"
             );
         }
+    }
+
+    /// An empty poll asks for the expected place's lines after a message
+    /// of at most four lines, for nothing after a longer one or one in its
+    /// slot; a sealed slot's read asks for as many lines as the last
+    /// message filled, up to 2 KiB's.
+    #[test]
+    fn the_receiver_asks_for_the_lines_an_endpoint_would() {
+        let (mut a, mut b) = ring_pair_placed("unet-peer-asked", Placement::InTurn).unwrap();
+        let mut buf = vec![0u8; a.max_len()];
+        // (the message, what an empty poll after it asks for in lines)
+        for (size, poll) in [(57, 1), (256, 4), (257, 0), (1024, 0), (40, 0), (4096, 0)] {
+            let before = (b.expect, b.fetch_lines);
+            a.send(&vec![7; size]);
+            asked();
+            assert_eq!(b.try_recv(&mut buf), Some(size));
+            let at_read = (before.1 != 0).then_some(before);
+            assert_eq!(asked(), at_read, "reading the {size} B message");
+            assert_eq!(b.try_recv(&mut buf), None);
+            let at_poll = (poll != 0).then_some((b.expect, poll));
+            assert_eq!(asked(), at_poll, "an empty poll after {size} B");
+        }
+        assert_eq!(b.fetch_lines, 32, "2 KiB's lines after 4 KiB");
     }
 
     #[test]
