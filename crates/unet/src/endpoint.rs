@@ -313,7 +313,7 @@ const SMALL_DIRECT: usize = 64;
 /// ping-pong of 1 KiB messages has its payload fetched alongside the
 /// descriptor rather than after it, and a stream of large ones does not
 /// spend instructions on lines the hardware's own prefetcher brings.
-pub(crate) const PREFETCH_MAX: usize = 2048;
+const PREFETCH_MAX: usize = 2048;
 
 /// The most lines of the buffer it expects the next message in that a
 /// receiver asks the CPU for at each empty poll while it waits
@@ -323,7 +323,23 @@ pub(crate) const PREFETCH_MAX: usize = 2048;
 /// asking for all 16 lines of a 1 KiB message at every poll took that
 /// round trip from 1.2 to 2.3 µs (`loop_rtt`, alternated runs; the
 /// waiting side then takes lines from the sender while it writes them).
-pub(crate) const POLL_FETCH_LINES: u32 = 4;
+const POLL_FETCH_LINES: u32 = 4;
+
+/// The lines a receiver asks for ahead of its next message after a
+/// `len`-byte message in buffers: the lines it filled, at most
+/// [`PREFETCH_MAX`] bytes' ([`Endpoint::fetch_lines`], and the ring
+/// peer's, which asks as an endpoint does).
+#[inline(always)]
+pub(crate) fn lines_ahead(len: u32) -> u32 {
+    len.min(PREFETCH_MAX as u32).div_ceil(64)
+}
+
+/// Whether a receiver's empty poll asks for the `lines` of
+/// [`lines_ahead`]: some, and at most [`POLL_FETCH_LINES`].
+#[inline(always)]
+pub(crate) fn poll_asks(lines: u32) -> bool {
+    lines != 0 && lines <= POLL_FETCH_LINES
+}
 
 /// An endpoint, as its application sees it.
 pub struct Endpoint {
@@ -1614,7 +1630,7 @@ impl Endpoint {
     #[inline(always)]
     fn poll_fetch(&self) -> Option<(usize, usize)> {
         let lines = self.fetch_lines;
-        if lines == 0 || lines > POLL_FETCH_LINES {
+        if !poll_asks(lines) {
             return None;
         }
         let guess = self.free.slot_of(self.expect);
@@ -1649,9 +1665,7 @@ impl Endpoint {
     /// [`PREFETCH_MAX`] bytes' ([`Endpoint::fetch_lines`]).
     #[inline(always)]
     fn lines_to_fetch(&self, len: u32) -> u32 {
-        len.min(self.layout.config.buffer_size)
-            .min(PREFETCH_MAX as u32)
-            .div_ceil(64)
+        lines_ahead(len.min(self.layout.config.buffer_size))
     }
 
     /// Counts the buffers of a well-formed received message `d` in
@@ -1678,7 +1692,7 @@ impl Endpoint {
         debug_assert!(len <= self.layout.config.buffer_size);
         // [`Endpoint::lines_to_fetch`] without its bound by the buffer's
         // size, which `len` is within (2 instructions a message).
-        self.fetch_lines = len.min(PREFETCH_MAX as u32).div_ceil(64);
+        self.fetch_lines = lines_ahead(len);
         let expected = match guess {
             Some(g) => g,
             None => self.free.slot_of(self.expect),

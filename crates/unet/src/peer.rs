@@ -61,7 +61,7 @@
 use std::sync::Arc;
 
 use crate::Config;
-use crate::endpoint::{POLL_FETCH_LINES, PREFETCH_MAX};
+use crate::endpoint::{lines_ahead, poll_asks};
 use crate::layout::{INLINE_MAX, Layout, RxDesc};
 use crate::ring::{Consumer, Producer};
 use crate::shm::{RxQueue, Segment, copy_small};
@@ -107,13 +107,13 @@ pub struct RingEnd {
     /// Where in its segment the receiver expects the next longer message:
     /// the place after the last one's, as its sender took it.
     expect: usize,
-    /// The lines of the area the last message received filled, at most
-    /// [`PREFETCH_MAX`] bytes' (0 after a message in its slot): as many
-    /// are asked for at `expect` while the next one's slot is read, and
-    /// at each empty poll when they are at most [`POLL_FETCH_LINES`], as
-    /// an endpoint's receiver asks for its expected buffer
-    /// ([`crate::Endpoint::recv_ref`]).
-    fetch_lines: usize,
+    /// The lines of the area the last message received filled, as an
+    /// endpoint counts them ([`lines_ahead`]; 0 after a message in its
+    /// slot): as many are asked for at `expect` while the next one's slot
+    /// is read, and at each empty poll when an endpoint's would ask for
+    /// them ([`poll_asks`]), as an endpoint's receiver asks for its
+    /// expected buffer ([`crate::Endpoint::recv_ref`]).
+    fetch_lines: u32,
 }
 
 impl std::fmt::Debug for RingEnd {
@@ -251,17 +251,17 @@ impl RingEnd {
             // An empty poll: the last message's few lines at the place the
             // next is expected, so that they cross beside the slot's.
             let lines = self.fetch_lines;
-            if lines != 0 && lines <= POLL_FETCH_LINES as usize {
+            if poll_asks(lines) {
                 #[cfg(test)]
-                tests::ASKED.with(|a| a.set(Some((self.expect, lines))));
-                self.rx.0.prefetch_line_count(self.expect, lines);
+                tests::ASKED.with(|a| a.set(Some((self.expect, lines as usize))));
+                self.rx.0.prefetch_line_count(self.expect, lines as usize);
             }
             return None;
         };
         if self.fetch_lines != 0 {
             // The place the message probably names, asked for before the
             // slot names it.
-            let lines = std::mem::take(&mut self.fetch_lines);
+            let lines = std::mem::take(&mut self.fetch_lines) as usize;
             #[cfg(test)]
             tests::ASKED.with(|a| a.set(Some((self.expect, lines))));
             self.rx.0.prefetch_line_count(self.expect, lines);
@@ -285,7 +285,8 @@ impl RingEnd {
                 let (_, after) = place(self.placement, self.area_len, at - self.area, len);
                 self.expect = self.area + place(self.placement, self.area_len, after, len).0;
             }
-            self.fetch_lines = len.min(PREFETCH_MAX).div_ceil(64);
+            // `len` fits a `u32`: the slot's length field.
+            self.fetch_lines = lines_ahead(len as u32);
         }
         self.rx.1.advance();
         Some(n)
@@ -384,7 +385,8 @@ mod tests {
                     b.area + at,
                     "{placement:?}, message {k}, {size} B"
                 );
-                let lines = size.min(PREFETCH_MAX).div_ceil(64);
+                // At most 2 KiB's lines, as an endpoint asks for.
+                let lines = size.min(2048).div_ceil(64) as u32;
                 assert_eq!(b.fetch_lines, lines, "{placement:?}, message {k}");
             }
             a.send(&[1; INLINE_MAX]);
@@ -410,7 +412,7 @@ mod tests {
             a.send(&vec![7; size]);
             asked();
             assert_eq!(b.try_recv(&mut buf), Some(size));
-            let at_read = (before.1 != 0).then_some(before);
+            let at_read = (before.1 != 0).then_some((before.0, before.1 as usize));
             assert_eq!(asked(), at_read, "reading the {size} B message");
             assert_eq!(b.try_recv(&mut buf), None);
             let at_poll = (poll != 0).then_some((b.expect, poll));
