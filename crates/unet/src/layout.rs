@@ -444,9 +444,18 @@ impl Layout {
     }
 
     /// Whether `off` is the start of a buffer.
+    ///
+    /// One comparison: `off` rotated right by the buffer size's bits is
+    /// the buffer's index if `off` is a buffer's start, and otherwise has
+    /// one of its low bits at the top, at least `2^(32 - shift)`, more than
+    /// any count of buffers (the area is at most [`MAX_AREA`], `2^30`
+    /// bytes, so `buffers <= 2^(30 - shift)`). Two of them on a message in
+    /// a buffer (the engine's take, the receiver's check): 8 instructions
+    /// a message fewer than a bound and a mask tested apart (`unet-count`
+    /// path-57).
     #[inline]
     pub fn is_buffer(&self, off: u32) -> bool {
-        (off as usize) < self.area_len && off & (self.config.buffer_size - 1) == 0
+        off.rotate_right(self.config.buffer_size.trailing_zeros()) < self.config.buffers
     }
 
     /// Whether `[off, off + len)` lies inside the buffer area.
@@ -470,6 +479,60 @@ mod tests {
         assert_eq!(l.area % 4096, 0);
         assert_eq!(l.rx.slots() % 64, 0, "receive descriptors are whole lines");
         assert_eq!(l.total, l.area + 512 * 4096);
+    }
+
+    /// `is_buffer`'s one comparison (the offset rotated by the buffer
+    /// size's bits, against the count of buffers) says what a bound and a
+    /// mask say: below the area's end and a multiple of the buffer size.
+    /// At both ends of the sizes, at the largest area (1 GiB), with a count of
+    /// buffers that is not a power of two, on the edges and on offsets
+    /// spread over all 32 bits.
+    #[test]
+    fn is_buffer_is_below_the_area_and_on_a_buffer_start() {
+        let configs = [
+            (512, 4096),
+            (3, 64),
+            (1 << 16, 64),
+            (1 << 16, 16384),
+            (1 << 14, 65536),
+            ((1 << 14) - 1, 65536),
+            (1, 65536),
+            (5000, 1024),
+        ];
+        for (buffers, buffer_size) in configs {
+            let l = Layout::new(Config {
+                buffers,
+                buffer_size,
+                free_depth: buffers.next_power_of_two().max(2),
+                ..Config::default()
+            })
+            .unwrap();
+            let area = l.area_len as u64;
+            let bs = u64::from(buffer_size);
+            let mut offs = vec![0, 1, u32::MAX, 1 << 31, 1 << 30, (1 << 30) - 1];
+            for at in [bs, bs / 2, area - bs, area, area + bs] {
+                for d in [-1i64, 0, 1] {
+                    offs.push((at as i64 + d).clamp(0, i64::from(u32::MAX)) as u32);
+                }
+            }
+            let mut x = 0x9e37_79b9u32;
+            for _ in 0..10_000 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                offs.push(x);
+                offs.push(x & !(buffer_size - 1));
+                offs.push((x & !(buffer_size - 1)) % (area as u32 + buffer_size));
+            }
+            for off in offs {
+                let want = u64::from(off) < area && u64::from(off) % bs == 0;
+                assert_eq!(
+                    l.is_buffer(off),
+                    want,
+                    "{buffers} x {buffer_size}, offset {off}"
+                );
+            }
+        }
     }
 
     #[test]
