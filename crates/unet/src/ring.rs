@@ -52,6 +52,16 @@ pub trait QueueMem<T: Copy> {
     /// as the queue's own slots are laid out (a receive queue's writer
     /// also seals the slot, [`crate::shm::RX_SEALED`]).
     fn write(&self, n: u32, v: T);
+    /// Writes `items` as items number `n`, `n + 1`, and so on, as
+    /// [`QueueMem::write`] writes each (at most `depth` of them). A memory
+    /// may do it with its slots' address worked out once
+    /// ([`Producer::push_slice_unpublished`]).
+    #[inline]
+    fn write_run(&self, n: u32, items: &[T]) {
+        for (k, &v) in items.iter().enumerate() {
+            self.write(n.wrapping_add(k as u32), v);
+        }
+    }
 }
 
 /// The value of a slot's seal once its producer has written the whole
@@ -281,9 +291,7 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
             room = depth - self.head.wrapping_sub(self.tail);
         }
         let n = items.len().min(room as usize);
-        for (k, &v) in items[..n].iter().enumerate() {
-            self.mem.write(self.head.wrapping_add(k as u32), v);
-        }
+        self.mem.write_run(self.head, &items[..n]);
         self.head = self.head.wrapping_add(n as u32);
         n
     }
@@ -458,6 +466,16 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
             return None;
         }
         Some(self.mem.read(self.tail & (self.mem.depth() - 1)))
+    }
+
+    /// What the front item's slot holds, read whatever the producer's index
+    /// says: an item not yet pushed reads as what the slot last held (a
+    /// hostile producer's bytes, as any item). For a hint only, never a
+    /// value to act on (the engine's request for the line of the buffer it
+    /// probably takes next): no test of the producer's index for it.
+    #[inline(always)]
+    pub fn peek_hint(&self) -> T {
+        self.mem.read(self.tail & (self.mem.depth() - 1))
     }
 
     /// The index (`< depth`) of the front item's slot, without taking it

@@ -838,6 +838,34 @@ macro_rules! shm_queue_mem {
             fn write(&self, n: u32, v: $t) {
                 shm_queue_mem!(@write $t, self, n, v)
             }
+            shm_queue_mem!(@write_run $t);
+        }
+    };
+    // A receive slot is sealed slot by slot: `QueueMem::write_run`'s
+    // default, `write` in turn.
+    (@write_run RxDesc) => {};
+    (@write_run $t:ident) => {
+        /// The slots up to the queue's end, then from its start, each
+        /// written once (volatile, as `write`), their address worked out
+        /// once a piece: in a loop of `write`s the compiler loads the
+        /// mapping's base again after each store (a receiver's batch of
+        /// eight given buffers, 27 instructions fewer: 3.4 a message,
+        /// `unet-count` path-57).
+        #[inline]
+        fn write_run(&self, n: u32, items: &[$t]) {
+            let depth = self.q.depth as usize;
+            debug_assert!(items.len() <= depth);
+            let first = (n & (self.q.depth - 1)) as usize;
+            let (to_end, from_start) = items.split_at(items.len().min(depth - first));
+            for (at, piece) in [(first, to_end), (0, from_start)] {
+                let base = self.slot_ptr(at as u32);
+                for (k, &v) in piece.iter().enumerate() {
+                    // SAFETY: slot `at + k` is a slot of the queue
+                    // (`at + piece.len() <= depth` by the split), in the
+                    // mapping as `slot_ptr` argues, aligned as for `read`.
+                    unsafe { write_once(base.add(k), v) }
+                }
+            }
         }
     };
     (@write RxDesc, $q:ident, $n:ident, $v:ident) => {{
@@ -1058,6 +1086,44 @@ mod tests {
         assert!(matches!(e, ConfigError::Layout(_)), "{e}");
         assert!(TxQueue::new(short.clone(), layout.tx).is_ok());
         assert!(ShmQueue::new(short, layout.rx).is_ok());
+    }
+
+    /// A run of free-queue entries written at once (`write_run`, the slots'
+    /// address worked out once a piece) lands in the slots `write` would
+    /// have put each in: across the queue's end, from its start, a whole
+    /// queue, one entry; the consumer reads them in order and nothing else.
+    #[test]
+    fn a_run_of_free_entries_lands_where_each_would_and_wraps_at_the_end() {
+        use super::FreeQueue;
+        use crate::layout::QueueLayout;
+        use crate::ring::{Consumer, Producer, QueueMem};
+        use std::sync::Arc;
+        let seg = Arc::new(super::Segment::create("unet-free-run", 4096).unwrap());
+        let q = FreeQueue::new(seg, QueueLayout::new(0, 8)).unwrap();
+        let (mut p, mut c) = (Producer::new(q.clone()), Consumer::new(q.clone()));
+        let mut next = 100u32;
+        // Each round starts the run at another slot: 5 (over the end), 3,
+        // 0 (the whole queue from its start), 0 again (one entry).
+        for (skip, run) in [(5, 6), (2, 8), (5, 8), (0, 1)] {
+            for _ in 0..skip {
+                assert_eq!(p.push(0), Ok(true));
+                p.publish();
+                assert_eq!(c.pop(), Ok(Some(0)));
+            }
+            let first = p.pushed();
+            let items: Vec<u32> = (next..next + run).collect();
+            next += run;
+            assert_eq!(p.push_slice_unpublished(&items), items.len());
+            // Each in the slot `write` names for its number.
+            for (k, &v) in items.iter().enumerate() {
+                assert_eq!(q.read(first.wrapping_add(k as u32) & 7), v, "entry {k}");
+            }
+            p.publish();
+            for &v in &items {
+                assert_eq!(c.pop(), Ok(Some(v)));
+            }
+            assert_eq!(c.pop(), Ok(None));
+        }
     }
 
     #[test]

@@ -508,7 +508,11 @@ impl Io {
     /// message, now 37, `unet-count` path-57). No spare buffer waits then
     /// (the take found none), so that entry is the next message's buffer,
     /// as there. A hint only, as there; the `loop` round trip at 57 B did
-    /// not move (`loop_rtt`, alternated runs).
+    /// not move (`loop_rtt`, alternated runs). The entry is read whether
+    /// the application has given it yet or not ([`Consumer::peek_hint`]):
+    /// one not given yet holds an old offset, whose line is asked for in
+    /// vain, rarely, where the test of the index that would spare it is
+    /// made for every message.
     #[inline(always)]
     fn take_buffer_now<const NEXT: bool>(&mut self) -> Option<u32> {
         if let Some(b) = self.spare.pop() {
@@ -520,7 +524,8 @@ impl Io {
                 // Given back to the application at the next `publish`.
                 self.free.take();
                 self.unpublished = true;
-                if NEXT && let Some(next) = self.free.peek_seen() {
+                if NEXT {
+                    let next = self.free.peek_hint();
                     #[cfg(test)]
                     tests::NEXT_FREE_FETCHED.with(|f| f.set(Some(next)));
                     self.seg.prefetch(self.layout.area + next as usize, true);
