@@ -212,9 +212,10 @@ enum Body {
     /// formed) descriptor in [`Endpoint::held`] names, kept in the
     /// endpoint, not here: a 64-byte aligned descriptor made every
     /// `Option<MessageRef>` 192 bytes, moved with a `memcpy` on each
-    /// return, inline messages included. (Two variants, not a third for one buffer: with three,
-    /// the compiler built the inline message's `MessageRef` in memory and
-    /// read it back, some 20 instructions on the 40-byte path.)
+    /// return, inline messages included. (Two variants, not a third for
+    /// one buffer: with three, the compiler built the inline message's
+    /// `MessageRef` in memory and read it back, some 20 instructions on
+    /// the 40-byte path.)
     Buffers(u32),
 }
 

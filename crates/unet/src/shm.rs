@@ -1102,15 +1102,17 @@ mod tests {
         let q = FreeQueue::new(seg, QueueLayout::new(0, 8)).unwrap();
         let (mut p, mut c) = (Producer::new(q.clone()), Consumer::new(q.clone()));
         let mut next = 100u32;
-        // Each round starts the run at another slot: 5 (over the end), 3,
-        // 0 (the whole queue from its start), 0 again (one entry).
-        for (skip, run) in [(5, 6), (2, 8), (5, 8), (0, 1)] {
+        // Each round's run, after `skip` entries pushed and taken, starts
+        // at slot `start`: 6 entries from 5 (over the end), the whole queue
+        // from 3 (over the end), the whole queue from its start, one entry.
+        for (skip, run, start) in [(5, 6, 5), (0, 8, 3), (5, 8, 0), (0, 1, 0)] {
             for _ in 0..skip {
                 assert_eq!(p.push(0), Ok(true));
                 p.publish();
                 assert_eq!(c.pop(), Ok(Some(0)));
             }
             let first = p.pushed();
+            assert_eq!(first & 7, start);
             let items: Vec<u32> = (next..next + run).collect();
             next += run;
             assert_eq!(p.push_slice_unpublished(&items), items.len());
