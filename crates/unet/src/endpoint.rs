@@ -1969,11 +1969,14 @@ mod tests {
 
     /// A receive that finds a message asks for the expected buffer's lines
     /// if the last message came in buffers (one line after 57 to 64
-    /// bytes, which the 57-byte round trip needs); and the engine, taking
-    /// a buffer for a message, asks for the line of the free-queue entry
-    /// after it, the buffer the next message gets.
+    /// bytes, which the 57-byte round trip needs). The engine asks for the
+    /// line of the free-queue entry after those it took, for writing, only
+    /// after a message in several buffers: after one in one buffer that
+    /// request and the receiver's for reading took the line from each
+    /// other (`Io::take_buffer_now`).
     #[test]
-    fn a_found_message_asks_for_its_buffers_lines_and_the_engine_for_the_next_buffer() {
+    fn a_found_message_asks_for_its_buffers_lines_and_the_engine_for_the_next_buffer_after_several()
+    {
         use crate::engine::NEXT_FREE_FETCHED;
         let (_engine, mut a, mut b, ab) = pair_of_4k_buffers();
         // The last message's length, this one's, and the lines asked for
@@ -1987,19 +1990,22 @@ mod tests {
             (64, 1000, Some(1)),
             (1000, 40, Some(16)),
             (40, 57, None),
+            (57, 5000, Some(1)),
+            (5000, 57, Some(32)),
         ] {
-            // The buffer the engine takes for this message, and the one
-            // after it.
+            // The buffer the engine takes for this message (the first
+            // one), and the one after those it takes.
+            let bufs = (len as u32).div_ceil(4096);
             let (this, next) = (
                 b.free.slot_of(b.expect),
-                b.free.slot_of(b.expect.wrapping_add(1)),
+                b.free.slot_of(b.expect.wrapping_add(bufs)),
             );
             NEXT_FREE_FETCHED.with(|f| f.set(None));
             a.send(ab, &vec![9u8; len]).unwrap();
             let in_buffer = len > crate::layout::INLINE_MAX;
             assert_eq!(
                 NEXT_FREE_FETCHED.with(|f| f.get()),
-                in_buffer.then_some(next),
+                (bufs > 1).then_some(next),
                 "the engine, {len} bytes"
             );
             RECV_FETCHED.with(|f| f.set(None));

@@ -468,16 +468,6 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         Some(self.mem.read(self.tail & (self.mem.depth() - 1)))
     }
 
-    /// What the front item's slot holds, read whatever the producer's index
-    /// says: an item not yet pushed reads as what the slot last held (a
-    /// hostile producer's bytes, as any item). For a hint only, never a
-    /// value to act on (the engine's request for the line of the buffer it
-    /// probably takes next): no test of the producer's index for it.
-    #[inline(always)]
-    pub fn peek_hint(&self) -> T {
-        self.mem.read(self.tail & (self.mem.depth() - 1))
-    }
-
     /// The index (`< depth`) of the front item's slot, without taking it
     /// or copying it: for a consumer that reads the item in place (through
     /// [`Consumer::mem`]) and frees the slot with [`Consumer::advance`]

@@ -496,25 +496,22 @@ impl Io {
     /// (entries that are not buffer offsets are counted and skipped).
     #[inline]
     pub(super) fn take_buffer(&mut self) -> Option<u32> {
-        self.take_buffer_now::<false>()
+        self.take_buffer_now()
     }
 
     /// [`Io::take_buffer`], always inlined (for [`Io::deliver_one_buffer`]).
-    /// With `NEXT`, a buffer taken from the free queue is followed by
-    /// [`Io::prefetch_next_free`]'s request for the next entry's line,
-    /// made here, where the queue's slots, mask and consumer index are at
-    /// hand (made after the message's descriptor, as before 2026-12-02,
-    /// it read them all again: the take and the request 39 instructions a
-    /// message, now 37, `unet-count` path-57). No spare buffer waits then
-    /// (the take found none), so that entry is the next message's buffer,
-    /// as there. A hint only, as there; the `loop` round trip at 57 B did
-    /// not move (`loop_rtt`, alternated runs). The entry is read whether
-    /// the application has given it yet or not ([`Consumer::peek_hint`]):
-    /// one not given yet holds an old offset, whose line is asked for in
-    /// vain, rarely, where the test of the index that would spare it is
-    /// made for every message.
+    ///
+    /// No request follows for the next entry's buffer line, for writing,
+    /// as [`Io::prefetch_next_free`] makes after a message in several
+    /// buffers: in a ping-pong the receiver's empty polls ask for that
+    /// line to read ([`crate::Endpoint::recv_ref`]), and the two requests
+    /// took it from each other before the engine wrote it. Without it the
+    /// `loop` round trip's ratio to the ring in the guest's middle regime
+    /// went 1.43 to 1.24x at 256 B and 1.23 to 1.13x at 1 KiB (`loop_rtt`,
+    /// 60 alternated pairs, 2026-12-03), as the ring peer's sender, which
+    /// asks for nothing, had shown at 256 B.
     #[inline(always)]
-    fn take_buffer_now<const NEXT: bool>(&mut self) -> Option<u32> {
+    fn take_buffer_now(&mut self) -> Option<u32> {
         if let Some(b) = self.spare.pop() {
             return Some(b);
         }
@@ -524,12 +521,6 @@ impl Io {
                 // Given back to the application at the next `publish`.
                 self.free.take();
                 self.unpublished = true;
-                if NEXT {
-                    let next = self.free.peek_hint();
-                    #[cfg(test)]
-                    tests::NEXT_FREE_FETCHED.with(|f| f.set(Some(next)));
-                    self.seg.prefetch(self.layout.area + next as usize, true);
-                }
             }
             match entry {
                 Ok(Some(off)) if self.layout.is_buffer(off) => return Some(off),
@@ -673,7 +664,7 @@ impl Io {
     #[inline(always)]
     pub(super) fn deliver_one_buffer(&mut self, chan: u16, payload: &Payload<'_>, len: usize) {
         debug_assert!(len == payload.len() && len <= self.layout.config.buffer_size as usize);
-        let Some(off) = self.take_buffer_now::<true>() else {
+        let Some(off) = self.take_buffer_now() else {
             bump(&self.stats.rx_no_buffer);
             return;
         };
@@ -711,6 +702,8 @@ impl Io {
         if self.spare.is_empty()
             && let Some(next) = self.free.peek_seen()
         {
+            #[cfg(test)]
+            tests::NEXT_FREE_FETCHED.with(|f| f.set(Some(next)));
             self.seg.prefetch(self.layout.area + next as usize, true);
         }
     }
@@ -1843,7 +1836,7 @@ pub(super) mod tests {
     use super::*;
 
     thread_local! {
-        /// The free-queue entry whose line [`Io::take_buffer_now`] last
+        /// The free-queue entry whose line [`Io::prefetch_next_free`] last
         /// asked for on this thread (the next message's buffer).
         pub(crate) static NEXT_FREE_FETCHED: std::cell::Cell<Option<u32>> =
             const { std::cell::Cell::new(None) };
