@@ -775,6 +775,16 @@ pub struct BiasedGuard<'a, T: ?Sized> {
 }
 
 #[cfg(not(loom))]
+impl<T: ?Sized> BiasedGuard<'_, T> {
+    /// Whether this guard holds `lock` (and not another lock): for a
+    /// caller that takes a guard as the proof that a given lock is held.
+    #[inline(always)]
+    pub fn is_of(&self, lock: &BiasedLock<T>) -> bool {
+        core::ptr::addr_eq(self.lock, lock)
+    }
+}
+
+#[cfg(not(loom))]
 impl<T: ?Sized> core::ops::Deref for BiasedGuard<'_, T> {
     type Target = T;
 

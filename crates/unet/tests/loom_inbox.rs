@@ -6,8 +6,11 @@
 //! release or acquire on the tail or on the given-back position makes a
 //! model fail: the owner would read bytes a producer is still writing, or
 //! a producer overwrite bytes the owner is still reading in place. The
-//! producers' and the owner's locks are loom's mutex here; the biased
-//! lock they are in the engine has its own model (`tests/loom_biased.rs`).
+//! producers' lock is loom's mutex here, and so is the owner's, `Locked`'s
+//! (in the engine, the endpoint's receive lock, which `Port::drain_inbox`
+//! takes as its proof): loom's cell holds the owner's position and fails a
+//! model whose consumer calls overlap. The biased lock they are in the
+//! engine has its own model (`tests/loom_biased.rs`).
 //!
 //! Each model checks, besides loom's data races: every message accepted
 //! is run once, in its producer's order (nothing lost, nothing twice),
@@ -36,7 +39,7 @@ use std::sync::atomic::{AtomicU64 as Ghost, Ordering::SeqCst};
 
 use loom::sync::Arc;
 use loom::thread;
-use unet::inbox::{Inbox, Refused};
+use unet::inbox::{Locked, Refused};
 
 /// What a message without a frame counts beyond its bytes
 /// (`MESSAGE_COUNTED_EXTRA`, a frame's header).
@@ -90,7 +93,7 @@ struct Book {
 
 /// The inbox and its budgets.
 struct Model {
-    inbox: Inbox,
+    inbox: Locked,
     frames: u64,
     bytes: u64,
     book: StdArc<Book>,
@@ -105,7 +108,7 @@ fn chan(who: u16, k: usize) -> u16 {
 impl Model {
     fn new(frames: usize, bytes: usize) -> Arc<Model> {
         Arc::new(Model {
-            inbox: Inbox::new(frames, bytes),
+            inbox: Locked::new(frames, bytes),
             frames: frames as u64,
             bytes: bytes as u64,
             book: StdArc::new(Book::default()),

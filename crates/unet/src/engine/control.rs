@@ -300,7 +300,7 @@ impl Engine {
         // counted here, one pushed after is refused and counted by its
         // producer.
         port.closed.store(true, Ordering::Release);
-        let waiting = port.inbox.close();
+        let waiting = port.close_inbox(&rx);
         self.inner
             .stats
             .closed

@@ -598,7 +598,7 @@ impl Engine {
     ) -> usize {
         if port.closed.load(Ordering::Acquire) {
             // Removed: what is left is counted as lost to the closing.
-            let n = port.inbox.clear();
+            let n = port.clear_inbox(&guard);
             bump_shared_by(&self.inner.stats.closed, n);
             return 0;
         }
@@ -614,12 +614,13 @@ impl Engine {
             n: 0,
             spent: Duration::ZERO,
         };
-        // Moved into the closure as they are (three references): a
-        // closure that borrows captures each field it names apart.
+        // Moved into the closure as it is (one reference, beside `port`):
+        // a closure that borrows captures each field it names apart. The
+        // receive side is the drain's to give (`Port::drain_inbox`, whose
+        // proof that the inbox's consumer is this thread is `guard`).
         let d = &mut drained;
-        let rx = &mut *guard;
         // Each frame or message is read in place, in the inbox's ring.
-        port.inbox.drain(move |chan, framed, bytes| {
+        port.drain_inbox(&mut guard, move |rx, chan, framed, bytes| {
             let payload = if framed {
                 frame_payload(port, bytes, None)
             } else {
@@ -2474,7 +2475,7 @@ pub(super) mod tests {
             a.send(ab, m).unwrap();
         }
         assert_eq!(port.counts().rx_queue_full, 1, "the fourth: the budget");
-        port.inbox.corrupt_next();
+        port.corrupt_inbox_next(&port.rx.lock());
         assert_eq!(b.recv_ref().map(|m| m.to_vec()), None);
         let c = port.counts();
         assert_eq!(c.queue_corrupt, 3, "each frame dropped counted");
@@ -2507,7 +2508,7 @@ pub(super) mod tests {
         }
         // Nothing runs the inbox: its first frame's header fails, and
         // the closing drops the three behind it.
-        port.inbox.corrupt_next();
+        port.corrupt_inbox_next(&port.rx.lock());
         assert_eq!(port.counts().queue_corrupt, 0);
         let closed_before = e.counts().closed;
         let c = e.remove_port(b.id()).unwrap();
@@ -2818,7 +2819,7 @@ pub(super) mod tests {
         let ch = pa.tx.lock().framer.channels[usize::from(ab)]
             .clone()
             .unwrap();
-        let n = pb.inbox.drain(|chan, framed, f| {
+        let n = pb.drain_inbox(&mut pb.rx.lock(), |_, chan, framed, f| {
             frames.push((chan, framed, f.to_vec()));
             true
         });
@@ -2854,7 +2855,7 @@ pub(super) mod tests {
                 let (e, mut a, b, ab) = to_another_thread(mode);
                 let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
                 if inbox_closed {
-                    assert_eq!(pb.inbox.close(), 0);
+                    assert_eq!(pb.close_inbox(&pb.rx.lock()), 0);
                 } else {
                     pb.closed.store(true, Ordering::Release);
                 }

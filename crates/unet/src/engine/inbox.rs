@@ -76,15 +76,33 @@
 //!   takes it after is refused as [`Refused::Closed`]. Each frame is
 //!   consumed once (by a drain or by the closing), so each is counted
 //!   once; no fence is needed on the push path.
+//! - **One consumer at a time, by the caller's lock.** The consumer's
+//!   position (`Cons`) has no lock of its own: the consumer's calls
+//!   ([`Inbox::drain`], [`Inbox::clear`], [`Inbox::close`]) are `unsafe`,
+//!   their callers serialise them, and the engine makes every one under
+//!   the endpoint's receive lock, which a drain holds anyway
+//!   ([`super::Port::drain_inbox`], with the guard checked to be that
+//!   lock's). A lock of the inbox's own, taken inside the receive lock, was
+//!   some 21 instructions a drain, a drain a message in a ping-pong
+//!   (`xthr_count` recv, lent, 40 B: 548.6 to 525.6 instructions a message
+//!   at bursts of 1, 331.1 to 329.2 at bursts of 25).
 //! - **The model.** `tests/loom_inbox.rs` runs this code under loom (built
-//!   alone as `unet::inbox` with `--cfg loom`, hence its `pub` items; its
-//!   locks are then loom's mutex, and loom watches the ring's bytes a word
-//!   at a time, `Ring::held_read`): each `Acquire` and `Release` of the
-//!   push, the drain and the give-back weakened to `Relaxed` makes it
-//!   fail (`is_empty`'s loads are a hint: `drain` loads the tail again).
+//!   alone as `unet::inbox` with `--cfg loom`, hence its `pub` items; the
+//!   producers' lock is then loom's mutex, and so is [`Locked`]'s, which
+//!   serialises the consumer's calls there; loom checks that they are
+//!   serialised, the consumer's position being in loom's `UnsafeCell`, and
+//!   watches the ring's bytes a word at a time, `Ring::held_read`): each
+//!   `Acquire` and `Release` of the push, the drain and the give-back
+//!   weakened to `Relaxed` makes it fail (`is_empty`'s loads are a hint:
+//!   `drain` loads the tail again).
 
 use std::ptr::NonNull;
 use std::sync::OnceLock;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+#[cfg(not(loom))]
+use std::cell::UnsafeCell;
 
 #[cfg(not(loom))]
 use crate::biased::{BiasedGuard as Guard, BiasedLock as Lock};
@@ -226,7 +244,8 @@ impl Default for Tail {
     }
 }
 
-/// The consumer's position, behind its lock (ahead of what it gave back).
+/// The consumer's position (ahead of what it gave back), touched only by
+/// the consumer's calls, which their callers serialise ([`ConsCell`]).
 #[derive(Debug, Default)]
 struct Cons {
     head: u64,
@@ -236,6 +255,35 @@ struct Cons {
     bytes: u64,
     /// The footprint of the last frame run (at most the ring's size).
     last: u64,
+}
+
+/// The consumer's position's cell: no lock, the consumer's calls being
+/// serialised by their callers (in the loom model, loom's cell, which
+/// checks that they are).
+struct ConsCell(UnsafeCell<Cons>);
+
+impl ConsCell {
+    /// Runs `f` on the consumer's position.
+    ///
+    /// # Safety
+    /// The caller is the one consumer call running on this inbox (the
+    /// contract of [`Inbox::drain`]): nothing else reads or writes the
+    /// position until `f` returns.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    unsafe fn with<R>(&self, f: impl FnOnce(&mut Cons) -> R) -> R {
+        // SAFETY: the caller's contract: no other reference to the
+        // position lives while `f` runs.
+        f(unsafe { &mut *self.0.get() })
+    }
+
+    /// [`ConsCell::with`] in the loom model, which checks the contract.
+    #[cfg(loom)]
+    unsafe fn with<R>(&self, f: impl FnOnce(&mut Cons) -> R) -> R {
+        // SAFETY: as above; loom fails the model if another access to the
+        // cell overlaps this one.
+        self.0.with_mut(|c| f(unsafe { &mut *c }))
+    }
 }
 
 /// What the consumer gave back: producers read it when their view says
@@ -475,22 +523,30 @@ pub struct Inbox {
     tail: Line<Tail>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
-    /// The consumer's lock and position.
-    cons: Line<Lock<Cons>>,
+    /// The consumer's position, without a lock: the consumer's calls are
+    /// serialised by their callers (see the module documentation).
+    cons: Line<ConsCell>,
     ring: OnceLock<Ring>,
     size: usize,
     max_frames: u64,
     max_bytes: u64,
 }
 
-/// Takes one of the inbox's locks. They are biased locks
-/// ([`crate::biased`]): the thread that keeps taking one (the sender's
-/// thread for the producers' lock, the receiver's for the consumer's)
-/// takes and releases it with plain stores and loads, where a `Mutex` made
-/// a locked compare-and-swap and a locked exchange, four locked
-/// instructions a message across threads; another producer revokes the
-/// bias (each revocation costs a `membarrier`; a lock is granted a bias at
-/// most [`crate::biased::GRANTS`] times in its life), and a lock shared for
+// SAFETY: every field but `cons` is shared between threads safely on its
+// own (atomics, a lock, the `Ring` by its own argument, values written
+// once); `cons` is read and written only by the consumer's calls, which
+// are `unsafe` and which their callers serialise (their contract,
+// [`Inbox::drain`]), so no two threads touch it at once. (`Send` holds
+// without this: `Cons` is plain data.)
+unsafe impl Sync for Inbox {}
+
+/// Takes the producers' lock (or [`Locked`]'s). It is a biased lock
+/// ([`crate::biased`]): the thread that keeps taking it (the sender's
+/// thread) takes and releases it with plain stores and loads, where a
+/// `Mutex` made a locked compare-and-swap and a locked exchange on every
+/// message across threads; another producer revokes the bias (each
+/// revocation costs a `membarrier`; a lock is granted a bias at most
+/// [`crate::biased::GRANTS`] times in its life), and a lock shared for
 /// good settles as an ordinary one. A
 /// panic (in a fill or a consumer's callback) releases the lock with the
 /// state consistent between its statements, so there is no poisoning.
@@ -517,7 +573,7 @@ impl Inbox {
             prod: Line(Lock::new(Prod::default())),
             tail: Line::default(),
             given: Line::default(),
-            cons: Line(Lock::new(Cons::default())),
+            cons: Line(ConsCell(UnsafeCell::new(Cons::default()))),
             ring: OnceLock::new(),
             size: ring_size(frames, bytes),
             max_frames: frames as u64,
@@ -734,6 +790,15 @@ impl Inbox {
     /// are dropped unread, their budget given back, and counted
     /// ([`Inbox::drop_rest`], [`Inbox::dropped`]).
     ///
+    /// # Safety
+    ///
+    /// No other consumer call ([`Inbox::drain`], [`Inbox::clear`],
+    /// [`Inbox::close`], and the tests' `corrupt_*`) runs on this inbox
+    /// while this one does: the caller serialises them, as the engine does
+    /// by the endpoint's receive lock ([`super::Port::drain_inbox`]) and
+    /// [`Locked`] by a lock of its own. (The consumer's position has no
+    /// lock: see the module documentation.)
+    ///
     /// Always inlined: in the engine's drain (`Engine::drain_locked`),
     /// where the inbox, the receive side and every field the frames' runs
     /// use lie at fixed offsets from the port, the loop then addresses
@@ -746,8 +811,14 @@ impl Inbox {
     /// 331.1 at bursts of 25; 4096 B: 1343.4 to 1277.4, 1087.3 to
     /// 1072.1).
     #[inline(always)]
-    pub fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
-        let mut c = lock(&self.cons.0);
+    pub unsafe fn drain(&self, f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
+        // SAFETY: this is the one consumer call running (the contract).
+        unsafe { self.cons.0.with(|c| self.drain_as(c, f)) }
+    }
+
+    /// [`Inbox::drain`] with the consumer's position (`c`) in hand.
+    #[inline(always)]
+    fn drain_as(&self, c: &mut Cons, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
         // The tail before the ring (the same loads as the other way
         // round): in the loom model this load is what makes a drain
         // depend on a push (the ring's `OnceLock` is not loom's); with the
@@ -764,7 +835,7 @@ impl Inbox {
         // or where it reads the tail again, and is looked for there alone
         // (`skip_restart`), not at every frame.
         if c.head != tail {
-            self.skip_restart(&mut c, size);
+            self.skip_restart(c, size);
         }
         let mut n = 0;
         loop {
@@ -776,7 +847,7 @@ impl Inbox {
                 if c.head == tail {
                     break;
                 }
-                self.skip_restart(&mut c, size);
+                self.skip_restart(c, size);
             }
             let at = c.at as usize;
             // Checked in the crate's tests too (its release build has no
@@ -840,13 +911,13 @@ impl Inbox {
                 let _held = ring.held_read(at + HDR, len);
                 f(chan, kind == KIND_FRAME, frame)
             };
-            self.give_back(&c);
+            self.give_back(c);
             if !go_on {
                 break;
             }
         }
         // Paddings and restarts skipped since.
-        self.give_back(&c);
+        self.give_back(c);
         // Where the next frame is expected, for the consumer's waiting
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
         // `at` is below the ring's size, at most `RING_MAX` < 2^32.
@@ -881,16 +952,15 @@ impl Inbox {
     /// budget for ever: an inbox at its frame budget then refused every
     /// frame.
     ///
-    /// The producers' lock is taken under the consumer's: nothing takes
-    /// them the other way round (a push holds only the producers' lock,
-    /// [`Inbox::close`] lets it go before it drains). Out of line and
-    /// cold, and given the consumer's lock (`c`) to end the drain with
-    /// (it returns the drain's count, `n`): the drain's own code is the
-    /// same as without it (with a call that borrowed the lock, its
-    /// release took one instruction more a drain).
+    /// The producers' lock is taken inside the consumer's call, under the
+    /// lock that serialises those (the endpoint's receive lock): nothing
+    /// takes them the other way round (a push holds only the producers'
+    /// lock, [`Inbox::close`] lets it go before it drains). Out of line
+    /// and cold; it returns the drain's count, `n`, so that the drain
+    /// ends with it.
     #[cold]
     #[inline(never)]
-    fn drop_rest(&self, mut c: Guard<'_, Cons>, n: u64) -> u64 {
+    fn drop_rest(&self, c: &mut Cons, n: u64) -> u64 {
         let p = lock(&self.prod.0);
         let dropped = p.frames.wrapping_sub(c.frames);
         c.head = p.tail;
@@ -903,7 +973,7 @@ impl Inbox {
             d.load(Ordering::Relaxed).wrapping_add(dropped),
             Ordering::Relaxed,
         );
-        self.give_back(&c);
+        self.give_back(c);
         n
     }
 
@@ -918,22 +988,32 @@ impl Inbox {
     /// ring) over the next entry to run: the memory corruption the
     /// engine's tests and the loom model recover from. The caller has
     /// pushed that entry (it is published, so no producer writes it until
-    /// it is given back); the consumer's lock is held.
+    /// it is given back).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`]: no other consumer call runs meanwhile.
     #[cfg(any(test, loom))]
-    pub fn corrupt_next(&self) {
-        self.corrupt_next_with(u32::MAX - 7, KIND_FRAME);
+    pub unsafe fn corrupt_next(&self) {
+        // SAFETY: the caller's contract, the same.
+        unsafe { self.corrupt_next_with(u32::MAX - 7, KIND_FRAME) };
     }
 
     /// [`Inbox::corrupt_next`] with the header's length and kind given.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`].
     #[cfg(any(test, loom))]
-    pub fn corrupt_next_with(&self, len: u32, kind: u16) {
-        let c = lock(&self.cons.0);
+    pub unsafe fn corrupt_next_with(&self, len: u32, kind: u16) {
+        // SAFETY: the one consumer call running (the contract).
+        let at = unsafe { self.cons.0.with(|c| c.at as usize) };
         let ring = self.ring.get().expect("a frame was pushed");
-        let _held = ring.held_write(c.at as usize, HDR);
+        let _held = ring.held_write(at, HDR);
         // SAFETY: `[at, at + HDR)` is in the ring (a header's place); no
         // producer writes it (the caller's word: the entry is published)
-        // and the consumer is this thread, under its lock.
-        unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(len, 0, kind));
+        // and no consumer call reads it meanwhile (the contract).
+        unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(len, 0, kind));
     }
 
     /// [`Inbox::corrupt_next`] over the entry `skip` entries after the
@@ -941,13 +1021,18 @@ impl Inbox {
     /// entries that run normally. The caller has pushed it, and the
     /// entries before it (published, so no producer writes them until they
     /// are given back).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`].
     #[cfg(any(test, loom))]
-    pub fn corrupt_after(&self, skip: usize) {
-        let c = lock(&self.cons.0);
+    pub unsafe fn corrupt_after(&self, skip: usize) {
+        // SAFETY: the one consumer call running (the contract).
+        let (at, head) = unsafe { self.cons.0.with(|c| (c.at as usize, c.head)) };
         let ring = self.ring.get().expect("a frame was pushed");
         let restart = self.tail.0.restart.load(Ordering::Relaxed);
-        let mut at = c.at as usize;
-        let mut pos = c.head;
+        let mut at = at;
+        let mut pos = head;
         let mut left = skip;
         loop {
             if pos == restart {
@@ -958,7 +1043,7 @@ impl Inbox {
             let (len, _, kind) = {
                 let _held = ring.held_read(at, HDR);
                 // SAFETY: a header's place in the ring, published (the
-                // caller's word), read under the consumer's lock.
+                // caller's word), read by the one consumer call running.
                 read_header(unsafe { ring.bytes(at, HDR) })
             };
             if kind == KIND_PAD {
@@ -977,7 +1062,7 @@ impl Inbox {
         }
         let _held = ring.held_write(at, HDR);
         // SAFETY: as in `corrupt_next_with`: a published header's place,
-        // which no producer writes, and the consumer is this thread.
+        // which no producer writes, and no other consumer call reads.
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(u32::MAX - 7, 0, KIND_FRAME));
     }
 
@@ -993,17 +1078,152 @@ impl Inbox {
     }
 
     /// Empties the inbox; how many frames it held.
-    pub fn clear(&self) -> u64 {
-        self.drain(|_, _, _| true)
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`]: no other consumer call runs meanwhile.
+    pub unsafe fn clear(&self) -> u64 {
+        // SAFETY: the caller's contract, the same.
+        unsafe { self.drain(|_, _, _| true) }
     }
 
     /// Closes the inbox: frames pushed from now on are refused as
     /// [`Refused::Closed`]; those waiting are dropped. Returns how many.
-    pub fn close(&self) -> u64 {
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`]: no other consumer call runs meanwhile.
+    pub unsafe fn close(&self) -> u64 {
         lock(&self.prod.0).closed = true;
         // Every push that took the producers' lock before it was closed
         // published its frame before letting go of it: this sees them all.
-        self.clear()
+        // SAFETY: the caller's contract, the same.
+        unsafe { self.clear() }
+    }
+}
+
+/// The engine's consumer calls: a port's inbox is consumed only here,
+/// each call under the port's receive lock, the guard passed in as the
+/// proof (checked to be that lock's: where the guard was just taken from
+/// it, as in every caller, the compiler folds the test away).
+#[cfg(not(loom))]
+impl super::Port {
+    /// Runs the frames waiting in the inbox through `f` ([`Inbox::drain`]),
+    /// under the receive lock `rx`, whose side `f` is given with each.
+    #[inline(always)]
+    pub(super) fn drain_inbox(
+        &self,
+        rx: &mut crate::biased::BiasedGuard<'_, super::RxSide>,
+        mut f: impl FnMut(&mut super::RxSide, u16, bool, &[u8]) -> bool,
+    ) -> u64 {
+        assert!(rx.is_of(&self.rx), "another port's receive lock");
+        let side = &mut **rx;
+        // SAFETY: every consumer call of a port's inbox is one of these
+        // methods (the inbox's consumer calls are `unsafe` and made
+        // nowhere else), and each holds the port's receive lock, checked
+        // above: none runs while another does.
+        unsafe {
+            self.inbox
+                .drain(|chan, framed, bytes| f(side, chan, framed, bytes))
+        }
+    }
+
+    /// Empties the inbox ([`Inbox::clear`]), under the receive lock `rx`.
+    pub(super) fn clear_inbox(&self, rx: &crate::biased::BiasedGuard<'_, super::RxSide>) -> u64 {
+        assert!(rx.is_of(&self.rx), "another port's receive lock");
+        // SAFETY: as in `drain_inbox`.
+        unsafe { self.inbox.clear() }
+    }
+
+    /// Closes the inbox ([`Inbox::close`]), under the receive lock `rx`.
+    pub(super) fn close_inbox(&self, rx: &crate::biased::BiasedGuard<'_, super::RxSide>) -> u64 {
+        assert!(rx.is_of(&self.rx), "another port's receive lock");
+        // SAFETY: as in `drain_inbox`.
+        unsafe { self.inbox.close() }
+    }
+
+    /// [`Inbox::corrupt_next`], under the receive lock `rx`.
+    #[cfg(test)]
+    pub(super) fn corrupt_inbox_next(&self, rx: &crate::biased::BiasedGuard<'_, super::RxSide>) {
+        assert!(rx.is_of(&self.rx), "another port's receive lock");
+        // SAFETY: as in `drain_inbox`.
+        unsafe { self.inbox.corrupt_next() }
+    }
+}
+
+/// An inbox whose consumer's calls take a lock of its own, so that they
+/// are safe to make from any thread: for the loom model and the ring's
+/// tests. (The engine's take the endpoint's receive lock instead,
+/// [`super::Port::drain_inbox`].) The producers' side is the inbox's,
+/// through `Deref`.
+#[cfg(any(test, loom))]
+pub struct Locked {
+    inbox: Inbox,
+    cons: Lock<()>,
+}
+
+#[cfg(any(test, loom))]
+impl std::ops::Deref for Locked {
+    type Target = Inbox;
+    fn deref(&self) -> &Inbox {
+        &self.inbox
+    }
+}
+
+#[cfg(any(test, loom))]
+impl Locked {
+    /// [`Inbox::new`], with its consumer's lock.
+    pub fn new(frames: usize, bytes: usize) -> Locked {
+        Locked {
+            inbox: Inbox::new(frames, bytes),
+            cons: Lock::new(()),
+        }
+    }
+
+    /// [`Inbox::drain`] under the consumer's lock.
+    pub fn drain(&self, f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
+        let _c = lock(&self.cons);
+        // SAFETY: `Locked`'s consumer calls are each made under `cons`,
+        // and the inbox is reached otherwise only through `Deref`, whose
+        // consumer calls are `unsafe`: their callers answer for them.
+        unsafe { self.inbox.drain(f) }
+    }
+
+    /// [`Inbox::clear`] under the consumer's lock.
+    pub fn clear(&self) -> u64 {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.clear() }
+    }
+
+    /// [`Inbox::close`] under the consumer's lock.
+    pub fn close(&self) -> u64 {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.close() }
+    }
+
+    /// [`Inbox::corrupt_next`] under the consumer's lock (the loom model's;
+    /// the ring's tests give the header).
+    #[cfg(loom)]
+    pub fn corrupt_next(&self) {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.corrupt_next() }
+    }
+
+    /// [`Inbox::corrupt_next_with`] under the consumer's lock.
+    pub fn corrupt_next_with(&self, len: u32, kind: u16) {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.corrupt_next_with(len, kind) }
+    }
+
+    /// [`Inbox::corrupt_after`] under the consumer's lock.
+    pub fn corrupt_after(&self, skip: usize) {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.corrupt_after(skip) }
     }
 }
 

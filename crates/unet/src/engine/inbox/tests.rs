@@ -13,7 +13,7 @@ fn fill_with(tag: u8) -> impl FnOnce(&mut [u8]) {
 
 /// Drains everything: (channel, length, first byte) of each frame, and
 /// checks each frame is filled with its first byte.
-fn take_all(i: &Inbox) -> Vec<(u16, usize, u8)> {
+fn take_all(i: &Locked) -> Vec<(u16, usize, u8)> {
     let mut v = Vec::new();
     i.drain(|chan, _, f| {
         let b = f.first().copied().unwrap_or(0);
@@ -29,7 +29,7 @@ fn frames_come_back_in_order_across_the_ring_end() {
     // 64 frames of 100 bytes through a ring of a few hundred: it wraps
     // many times, with padding before the end each time a frame does not
     // fit there.
-    let i = Inbox::new(3, 300);
+    let i = Locked::new(3, 300);
     assert_eq!(i.size, ring_size(3, 300));
     let mut seen = 0;
     for k in 0..64u8 {
@@ -52,7 +52,7 @@ fn frames_come_back_in_order_across_the_ring_end() {
 }
 
 /// Pushes and drains frames until the tail is at `to` (a multiple of 8).
-fn advance(i: &Inbox, to: u64) {
+fn advance(i: &Locked, to: u64) {
     loop {
         let left = to - lock(&i.prod.0).tail;
         if left == 0 {
@@ -71,7 +71,7 @@ fn advance(i: &Inbox, to: u64) {
 #[test]
 fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
     for (frames, bytes) in [(3, 300), (64, 64 << 10), (1024, 4 << 20)] {
-        let i = Inbox::new(frames, bytes);
+        let i = Locked::new(frames, bytes);
         for k in 0..2u8 {
             i.push_message(0, 56, fill_with(k)).unwrap();
         }
@@ -94,7 +94,7 @@ fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
 
 #[test]
 fn a_frame_exactly_the_space_left_fits_without_padding() {
-    let i = Inbox::new(16, 1000);
+    let i = Locked::new(16, 1000);
     let size = i.size as u64;
     advance(&i, size - 40);
     // A frame of exactly the 40 bytes left (header included): no padding,
@@ -106,14 +106,14 @@ fn a_frame_exactly_the_space_left_fits_without_padding() {
     assert_eq!(lock(&i.prod.0).tail, size + footprint(8));
     assert_eq!(take_all(&i), vec![(2, 40 - HDR, 2), (3, 8, 3)]);
     // One byte more than the space left pads to the end first.
-    let i = Inbox::new(16, 1000);
+    let i = Locked::new(16, 1000);
     advance(&i, size - 40);
     i.push(2, 41 - HDR, fill_with(2)).unwrap();
     assert_eq!(lock(&i.prod.0).tail, size + footprint(41 - HDR));
     assert_eq!(take_all(&i), vec![(2, 41 - HDR, 2)]);
     // A full ring of frames within the budget: the padding then the
     // frames right up to what was given back.
-    let i = Inbox::new(16, 1000);
+    let i = Locked::new(16, 1000);
     advance(&i, size - 40);
     i.push(1, 500, fill_with(1)).unwrap();
     i.push(2, 500, fill_with(2)).unwrap();
@@ -123,7 +123,7 @@ fn a_frame_exactly_the_space_left_fits_without_padding() {
 #[test]
 fn frames_past_either_budget_are_refused_until_given_back() {
     // Four frames, 1,000 bytes.
-    let i = Inbox::new(4, 1000);
+    let i = Locked::new(4, 1000);
     for k in 0..4 {
         i.push(k, 10, fill_with(k as u8)).unwrap();
     }
@@ -152,14 +152,14 @@ fn frames_past_either_budget_are_refused_until_given_back() {
     // A frame over the whole budget never fits; a budget of no frames
     // takes none.
     assert_eq!(i.push(5, 1001, fill_with(5)), Err(Refused::Full));
-    let none = Inbox::new(0, 1000);
+    let none = Locked::new(0, 1000);
     assert_eq!(none.push(1, 1, fill_with(1)), Err(Refused::Full));
     assert!(none.ring.get().is_none(), "no ring for no frame");
 }
 
 #[test]
 fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
-    let i = Inbox::new(64, 1 << 20);
+    let i = Locked::new(64, 1 << 20);
     for k in 0..40u8 {
         i.push(u16::from(k), 32, fill_with(k)).unwrap();
     }
@@ -185,7 +185,7 @@ fn an_empty_ring_past_its_warm_start_starts_again() {
     // which a stream that the consumer keeps up with touches only its
     // first `HOT` bytes and a little more. (Until 2026-12-02 the warm
     // start was past the budgets' whole space, 4 MiB here.)
-    let i = Inbox::new(1024, 4 << 20);
+    let i = Locked::new(1024, 4 << 20);
     let len = 4000;
     for k in 0..2000u32 {
         i.push(1, len, fill_with(k as u8)).unwrap();
@@ -207,7 +207,7 @@ fn frames_within_the_budgets_fit_after_a_warm_start() {
     // bytes until the consumer read it, leaving the frames after it the
     // 320 KiB before it: the fifth was refused as full. The going back
     // now writes nothing in the ring and its bytes are free at once.
-    let i = Inbox::new(1024, 4 << 20);
+    let i = Locked::new(1024, 4 << 20);
     let len = 65_590;
     advance(&i, HOT - 8);
     i.push(1, len, fill_with(1)).unwrap();
@@ -230,7 +230,7 @@ fn an_empty_ring_past_its_warm_start_keeps_a_frame_longer_than_its_start() {
     // The warm restart pads to the ring's end only where the frame fits
     // before the position it leaves: a frame longer than that, pushed to
     // an empty ring, goes where the tail is, never refused as full.
-    let i = Inbox::new(16, 4 << 20);
+    let i = Locked::new(16, 4 << 20);
     for k in 0..3u8 {
         i.push(1, 100 << 10, fill_with(k)).unwrap();
         assert_eq!(take_all(&i), vec![(1, 100 << 10, k)]);
@@ -246,7 +246,7 @@ fn an_empty_ring_past_its_warm_start_keeps_a_frame_longer_than_its_start() {
 
 #[test]
 fn a_closed_inbox_refuses_and_counts_what_waited() {
-    let i = Inbox::new(8, 1000);
+    let i = Locked::new(8, 1000);
     i.push(1, 5, fill_with(1)).unwrap();
     i.push(2, 5, fill_with(2)).unwrap();
     assert_eq!(i.close(), 2);
@@ -261,7 +261,7 @@ fn a_closed_inbox_refuses_and_counts_what_waited() {
 fn several_producers_one_consumer() {
     const PRODUCERS: u16 = 4;
     const PER: u32 = 50_000;
-    let i = Arc::new(Inbox::new(32, 8 << 10));
+    let i = Arc::new(Locked::new(32, 8 << 10));
     let done = Arc::new(AtomicBool::new(false));
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|chan| {
@@ -324,7 +324,7 @@ fn closing_races_producers_and_counts_every_frame_once() {
     for round in 0..50 {
         const PRODUCERS: u64 = 3;
         const PER: u64 = 2_000;
-        let i = Arc::new(Inbox::new(64, 16 << 10));
+        let i = Arc::new(Locked::new(64, 16 << 10));
         let producers: Vec<_> = (0..PRODUCERS)
             .map(|chan| {
                 let i = i.clone();
@@ -366,7 +366,7 @@ fn closing_races_producers_and_counts_every_frame_once() {
 #[test]
 fn a_budget_past_the_ring_is_bounded_by_the_ring() {
     // No byte budget to speak of: the ring (`RING_MAX`) bounds the bytes.
-    let i = Inbox::new(FRAMES_MAX, usize::MAX);
+    let i = Locked::new(FRAMES_MAX, usize::MAX);
     assert_eq!(i.size, RING_MAX);
     assert_eq!(i.push(1, usize::MAX, fill_with(1)), Err(Refused::Full));
     assert_eq!(
@@ -393,7 +393,7 @@ fn a_budget_past_the_ring_is_bounded_by_the_ring() {
 
 #[test]
 fn a_header_past_the_ring_stops_the_drain_without_reading_past_it() {
-    let i = Inbox::new(16, 1000);
+    let i = Locked::new(16, 1000);
     i.push(1, 10, fill_with(1)).unwrap();
     i.push(2, 10, fill_with(2)).unwrap();
     // Corrupt the first header's length (the engine never writes one).
@@ -416,7 +416,7 @@ fn a_header_past_the_ring_stops_the_drain_without_reading_past_it() {
 fn a_bad_header_drops_the_rest_counted_and_gives_back_its_budget() {
     // Three frames, 100 bytes: one that runs, then two behind a header
     // corrupted (a message, counted as its 54-byte frame, and a frame).
-    let i = Inbox::new(3, 100);
+    let i = Locked::new(3, 100);
     i.push(1, 10, fill_with(1)).unwrap();
     i.push_message(2, 10, fill_with(2)).unwrap();
     i.push(3, 20, fill_with(3)).unwrap();
@@ -461,14 +461,17 @@ fn a_bad_header_drops_the_rest_counted_and_gives_back_its_budget() {
 /// same, `tests/loom_inbox.rs`, runs it against a producer).
 #[test]
 fn a_bad_header_past_the_ring_end_drops_the_rest_after_those_before_it() {
-    let i = Inbox::new(4, 80);
+    let i = Locked::new(4, 80);
     assert_eq!(i.size, 256);
     // Footprints of 80, 56 and 40, one at a time: the consumer at 176.
     for (k, len) in [72, 48, 32].into_iter().enumerate() {
         i.push(k as u16, len, fill_with(k as u8)).unwrap();
         assert_eq!(take_all(&i).len(), 1);
     }
-    assert_eq!(lock(&i.cons.0).at, 176);
+    let _c = lock(&i.cons);
+    // SAFETY: `Locked`'s consumer lock is held: no consumer call runs.
+    assert_eq!(unsafe { i.inbox.cons.0.with(|c| c.at) }, 176);
+    drop(_c);
     // X's footprint is 32: Y's 56 do not fit in the 48 after it, so a
     // padding, then Y at the start.
     i.push(3, 24, fill_with(3)).unwrap();
@@ -498,7 +501,7 @@ fn a_bad_header_past_the_ring_end_drops_the_rest_after_those_before_it() {
 /// flow lost frames as full and stalled).
 #[test]
 fn each_frame_is_given_back_once_it_has_run() {
-    let i = Inbox::new(2, 1000);
+    let i = Locked::new(2, 1000);
     i.push(1, 10, fill_with(1)).unwrap();
     i.push(2, 10, fill_with(2)).unwrap();
     let mut pushed = Vec::new();
@@ -530,7 +533,7 @@ fn each_frame_is_given_back_once_it_has_run() {
 fn a_message_counts_as_the_frame_it_stands_for() {
     let hdr = crate::frame::HEADER_LEN;
     // Room in the byte budget for two frames of 10-byte messages.
-    let i = Inbox::new(8, 2 * (hdr + 10));
+    let i = Locked::new(8, 2 * (hdr + 10));
     i.push_message(1, 10, fill_with(7)).unwrap();
     i.push(2, hdr + 10, fill_with(8)).unwrap();
     assert_eq!(i.push_message(3, 1, fill_with(9)), Err(Refused::Full));
@@ -559,7 +562,7 @@ fn a_message_counts_as_the_frame_it_stands_for() {
 fn one_drain_runs_fewer_than_twice_the_frame_budget_under_a_flood() {
     // 15 waiting: a frame counts until it has run, so each run makes room
     // for the one it pushes.
-    let i = Inbox::new(16, 1 << 20);
+    let i = Locked::new(16, 1 << 20);
     for k in 0..15u8 {
         i.push(1, 40, fill_with(k)).unwrap();
     }
@@ -615,7 +618,7 @@ fn the_inbox_agrees_with_a_model_of_its_budgets() {
             2 => 200_000 + r.below(400_000),
             _ => 1 + r.below(5000),
         } as usize;
-        let i = Inbox::new(frames, bytes);
+        let i = Locked::new(frames, bytes);
         let mut model: std::collections::VecDeque<(u16, bool, usize, u8)> = Default::default();
         let (mut waiting, mut counted) = (0u64, 0u64);
         let longest = if seed % 5 == 0 {
@@ -682,7 +685,7 @@ fn a_wrong_kind_drops_the_rest_and_never_loops() {
         ("a padding past the tail", 1, KIND_PAD),
         ("an unknown kind", 1, 7),
     ] {
-        let i = Arc::new(Inbox::new(4, 4096));
+        let i = Arc::new(Locked::new(4, 4096));
         for tag in 1..=3u8 {
             i.push(u16::from(tag), 24, fill_with(tag)).unwrap();
         }
@@ -726,7 +729,7 @@ fn a_wrong_kind_drops_the_rest_and_never_loops() {
 
 #[test]
 fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
-    let i = Inbox::new(64, 1 << 16);
+    let i = Locked::new(64, 1 << 16);
     let lines = |i: &Inbox| i.next_lines().map(|(_, at, n)| (at, n));
     // No ring before the first frame: nothing asked for.
     assert_eq!(lines(&i), None);
