@@ -284,9 +284,27 @@ impl Applet {
     #[inline(always)]
     pub unsafe fn lend_slice(&mut self, bytes: &[u8]) -> Result<Lend<'_>, LendError> {
         let data = core::ptr::NonNull::from(bytes).cast::<u8>();
+        // SAFETY: the caller's promise, for the slice's bytes.
+        unsafe { self.lend_nonnull(data, bytes.len()) }
+    }
+
+    /// [`Applet::lend`] of bytes at an address known not to be null (a
+    /// slice's, or an offset into a mapping): the same checks and lend,
+    /// without [`Applet::lend`]'s choice of an address for an empty one
+    /// (its test of the address and of the length: three instructions an
+    /// invocation, unet's lent `doTx`).
+    ///
+    /// # Safety
+    /// As [`Applet::lend`]'s for `data` and `len`.
+    #[inline(always)]
+    pub unsafe fn lend_nonnull(
+        &mut self,
+        data: core::ptr::NonNull<u8>,
+        len: usize,
+    ) -> Result<Lend<'_>, LendError> {
         // SAFETY: the caller's promise is `Heap::lend_nonnull`'s, until
         // the guard made here is dropped, which ends it (`Lend::drop`).
-        unsafe { self.heap.lend_nonnull(data, bytes.len()) }?;
+        unsafe { self.heap.lend_nonnull(data, len) }?;
         Ok(Lend { applet: self })
     }
 }

@@ -1247,11 +1247,11 @@ pub(super) fn run_tx_lent(
     if !io.layout.in_area(d.offset, d.len) {
         return None;
     }
-    let data = io
-        .seg
-        .as_ptr()
-        .as_ptr()
-        .wrapping_add(io.layout.area + d.offset as usize);
+    // SAFETY: the offset stays in the segment's mapping, the allocation
+    // `io.seg` maps (made `io.layout.total` bytes long, where the buffer
+    // area ends), because `[d.offset, d.offset + d.len)` lies in the area
+    // (checked above); so the address is in the mapping, and not null.
+    let data = unsafe { io.seg.as_ptr().add(io.layout.area + d.offset as usize) };
     // SAFETY: `data` is `d.len` bytes of this endpoint's buffer area (the
     // descriptor lies in it, checked above), in its segment's mapping,
     // which `io.seg` keeps alive past the lend, which ends when `lend` is
@@ -1263,7 +1263,7 @@ pub(super) fn run_tx_lent(
     // area; the other natives write the queues and the applet's heap.
     // Another process may write the bytes: the applet and its natives read
     // them as plain bytes.
-    let mut lend = unsafe { applet.lend(data, d.len as usize) }.ok()?;
+    let mut lend = unsafe { applet.lend_nonnull(data, d.len as usize) }.ok()?;
     let start = timed.then(Instant::now);
     let lent = io.begin();
     io.held = d.offset..d.offset + d.len;
