@@ -41,25 +41,36 @@ use crate::heap::{LENT, LendError};
 use crate::subset::{FieldType, Prim};
 use crate::{Applet, Called, FastNative, InvokeError, Method, Prepared, jit};
 
+/// [`PreparedLending`]'s `P` where the lent parameter's index is known
+/// only at run time (the handle's [`PreparedLending::param`]).
+pub const ANY_PARAM: usize = usize::MAX;
+
 /// A method prepared for invocations with a lent `byte[]` (its parameter
 /// `param`), run through a [`Lend`] ([`Lend::run_prepared`]): a
 /// [`Prepared`] handle whose lent argument the lend supplies, so that no
 /// host can pass a forged handle in its place.
-pub struct PreparedLending<const N: usize, K = ()> {
+///
+/// `P`: the lent parameter's index where the host's code knows it when
+/// it is compiled ([`Applet::prepare_lending_lent_at`]), so that the lent
+/// handle goes into its argument with no choice made per invocation;
+/// [`ANY_PARAM`] (the default) where it does not, and each argument is
+/// chosen by the index ([`lent_arg`]).
+pub struct PreparedLending<const N: usize, K = (), const P: usize = ANY_PARAM> {
     p: Prepared<N, K>,
-    /// The lent parameter's index among the `N` arguments.
+    /// The lent parameter's index among the `N` arguments (`P`, where `P`
+    /// is not [`ANY_PARAM`]).
     param: usize,
 }
 
-impl<const N: usize, K> Clone for PreparedLending<N, K> {
+impl<const N: usize, K, const P: usize> Clone for PreparedLending<N, K, P> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<const N: usize, K> Copy for PreparedLending<N, K> {}
+impl<const N: usize, K, const P: usize> Copy for PreparedLending<N, K, P> {}
 
-impl<const N: usize, K> core::fmt::Debug for PreparedLending<N, K> {
+impl<const N: usize, K, const P: usize> core::fmt::Debug for PreparedLending<N, K, P> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PreparedLending")
             .field("p", &self.p)
@@ -68,7 +79,7 @@ impl<const N: usize, K> core::fmt::Debug for PreparedLending<N, K> {
     }
 }
 
-impl<const N: usize, K> PreparedLending<N, K> {
+impl<const N: usize, K, const P: usize> PreparedLending<N, K, P> {
     /// The resolved method, for this module's runs alone: its lent slot
     /// takes an int, so that handed to [`Applet::call`] it would take any
     /// handle a host wrote there, which the JIT's array code trusts
@@ -80,6 +91,21 @@ impl<const N: usize, K> PreparedLending<N, K> {
     /// The lent parameter's index among the arguments.
     pub fn param(&self) -> usize {
         self.param
+    }
+
+    /// The lent parameter's index as [`lent_arg`] takes it: `P`, a
+    /// constant, where it is not [`ANY_PARAM`] (then it is `param`: the
+    /// handle was prepared for parameter `P`, `Applet::prepare_lending_for`),
+    /// so that the choice of each argument folds away when the host's code
+    /// is compiled.
+    #[inline(always)]
+    fn lent_index(&self) -> usize {
+        if P == ANY_PARAM {
+            self.param
+        } else {
+            debug_assert_eq!(self.param, P);
+            P
+        }
     }
 }
 
@@ -142,16 +168,34 @@ impl Applet {
         self.prepare_lending_for(name, param, false)
     }
 
-    fn prepare_lending_for<K: jit::HostKind, const N: usize>(
+    /// [`Applet::prepare_lending_lent`] of a method whose lent parameter
+    /// `P` the host's code knows when it is compiled (an engine's `doRx`
+    /// and `doTx`, whose message is their first parameter): the handle's
+    /// invocations put the lent handle in argument `P` with no choice of
+    /// each argument by the index (some ten instructions an invocation,
+    /// `unet-count dorx-lent-null`). The same checks, of parameter `P`.
+    pub fn prepare_lending_lent_at<W: FastNative, const N: usize, const P: usize>(
+        &self,
+        name: &str,
+    ) -> Result<PreparedLending<N, W, P>, InvokeError> {
+        const { assert!(P < N && N <= Method::MAX_ARGS) };
+        self.prepare_lending_for(name, P as u16, true)
+    }
+
+    /// The handle of method `name` with its parameter `param` lent: `P`
+    /// is [`ANY_PARAM`], or `param` (refused otherwise, so that a handle
+    /// whose `P` is an index always lends that parameter).
+    fn prepare_lending_for<K: jit::HostKind, const N: usize, const P: usize>(
         &self,
         name: &str,
         param: u16,
         verified: bool,
-    ) -> Result<PreparedLending<N, K>, InvokeError> {
+    ) -> Result<PreparedLending<N, K, P>, InvokeError> {
         let (idx, m) = self.invocable(name)?;
         let i = usize::from(param);
         if m.sig.params.get(i) != Some(&FieldType::Array(Prim::Byte))
             || (verified && !self.declared_lent(idx, param))
+            || (P != ANY_PARAM && P != i)
         {
             return Err(InvokeError::NotLent {
                 method: m.id(),
@@ -240,9 +284,27 @@ impl Applet {
     #[inline(always)]
     pub unsafe fn lend_slice(&mut self, bytes: &[u8]) -> Result<Lend<'_>, LendError> {
         let data = core::ptr::NonNull::from(bytes).cast::<u8>();
+        // SAFETY: the caller's promise, for the slice's bytes.
+        unsafe { self.lend_nonnull(data, bytes.len()) }
+    }
+
+    /// [`Applet::lend`] of bytes at an address known not to be null (a
+    /// slice's, or an offset into a mapping): the same checks and lend,
+    /// without [`Applet::lend`]'s choice of an address for an empty one
+    /// (its test of the address and of the length: three instructions an
+    /// invocation, unet's lent `doTx`).
+    ///
+    /// # Safety
+    /// As [`Applet::lend`]'s for `data` and `len`.
+    #[inline(always)]
+    pub unsafe fn lend_nonnull(
+        &mut self,
+        data: core::ptr::NonNull<u8>,
+        len: usize,
+    ) -> Result<Lend<'_>, LendError> {
         // SAFETY: the caller's promise is `Heap::lend_nonnull`'s, until
         // the guard made here is dropped, which ends it (`Lend::drop`).
-        unsafe { self.heap.lend_nonnull(data, bytes.len()) }?;
+        unsafe { self.heap.lend_nonnull(data, len) }?;
         Ok(Lend { applet: self })
     }
 }
@@ -253,51 +315,51 @@ impl Lend<'_> {
     /// there) and `args` as the others: [`Applet::run_prepared`], with
     /// its semantics, checks and outcome.
     #[inline(always)]
-    pub fn run_prepared<const N: usize>(
+    pub fn run_prepared<const N: usize, const P: usize>(
         &mut self,
-        p: &mut PreparedLending<N>,
+        p: &mut PreparedLending<N, (), P>,
         mut args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
     ) -> Called {
-        lent_arg(&mut args, p.param);
+        lent_arg(&mut args, p.lent_index());
         self.applet.run_prepared(&mut p.p, args, host)
     }
 
     /// [`Lend::run_prepared`] with the host typed ([`Applet::run_prepared_lent`]).
     #[inline(always)]
-    pub fn run_prepared_lent<W: FastNative, const N: usize>(
+    pub fn run_prepared_lent<W: FastNative, const N: usize, const P: usize>(
         &mut self,
-        p: &mut PreparedLending<N, W>,
+        p: &mut PreparedLending<N, W, P>,
         mut args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
-        lent_arg(&mut args, p.param);
+        lent_arg(&mut args, p.lent_index());
         self.applet.run_prepared_lent(&mut p.p, args, host)
     }
 
     /// [`Applet::call`] of a method prepared for the lend, with the lent
     /// bytes as its lent parameter: its whole outcome (value and fuel) or
     /// error, for a host that wants them rather than a [`Called`].
-    pub fn call<const N: usize, K>(
+    pub fn call<const N: usize, K, const P: usize>(
         &mut self,
-        p: &PreparedLending<N, K>,
+        p: &PreparedLending<N, K, P>,
         mut args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<crate::Outcome, InvokeError> {
-        lent_arg(&mut args, p.param);
+        lent_arg(&mut args, p.lent_index());
         self.applet.call(p.method(), &args, host)
     }
 
     /// [`Lend::run_prepared_lent`] with the invocation's body inlined
     /// ([`Applet::run_prepared_lent_inlined`]).
     #[inline(always)]
-    pub fn run_prepared_lent_inlined<W: FastNative, const N: usize>(
+    pub fn run_prepared_lent_inlined<W: FastNative, const N: usize, const P: usize>(
         &mut self,
-        p: &mut PreparedLending<N, W>,
+        p: &mut PreparedLending<N, W, P>,
         mut args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
-        lent_arg(&mut args, p.param);
+        lent_arg(&mut args, p.lent_index());
         self.applet.run_prepared_lent_inlined(&mut p.p, args, host)
     }
 

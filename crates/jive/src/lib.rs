@@ -100,7 +100,7 @@ pub use crate::error::{
 };
 pub use crate::heap::{LENT, LendError, Object};
 pub use crate::interpreter::Outcome;
-pub use crate::lend::{Lend, PreparedLending};
+pub use crate::lend::{ANY_PARAM, Lend, PreparedLending};
 pub use crate::lent::LentParam;
 pub use crate::limits::Limits;
 pub use crate::natives::{

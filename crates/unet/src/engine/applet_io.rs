@@ -1239,7 +1239,7 @@ fn invoke_tx(rx: &mut RxSide, port: &Port, d: TxDesc, timed: bool) -> Option<(Ou
 #[inline(always)]
 pub(super) fn run_tx_lent(
     applet: &mut jive::Applet,
-    m: &mut jive::PreparedLending<3, Lender>,
+    m: &mut LentMethod,
     io: &mut Io,
     d: TxDesc,
     timed: bool,
@@ -1247,11 +1247,11 @@ pub(super) fn run_tx_lent(
     if !io.layout.in_area(d.offset, d.len) {
         return None;
     }
-    let data = io
-        .seg
-        .as_ptr()
-        .as_ptr()
-        .wrapping_add(io.layout.area + d.offset as usize);
+    // SAFETY: the offset stays in the segment's mapping, the allocation
+    // `io.seg` maps (made `io.layout.total` bytes long, where the buffer
+    // area ends), because `[d.offset, d.offset + d.len)` lies in the area
+    // (checked above); so the address is in the mapping, and not null.
+    let data = unsafe { io.seg.as_ptr().add(io.layout.area + d.offset as usize) };
     // SAFETY: `data` is `d.len` bytes of this endpoint's buffer area (the
     // descriptor lies in it, checked above), in its segment's mapping,
     // which `io.seg` keeps alive past the lend, which ends when `lend` is
@@ -1263,7 +1263,7 @@ pub(super) fn run_tx_lent(
     // area; the other natives write the queues and the applet's heap.
     // Another process may write the bytes: the applet and its natives read
     // them as plain bytes.
-    let mut lend = unsafe { applet.lend(data, d.len as usize) }.ok()?;
+    let mut lend = unsafe { applet.lend_nonnull(data, d.len as usize) }.ok()?;
     let start = timed.then(Instant::now);
     let lent = io.begin();
     io.held = d.offset..d.offset + d.len;
@@ -1271,7 +1271,7 @@ pub(super) fn run_tx_lent(
     io.inv.words.area.withhold();
     // The first argument is the lend's (`Lend` puts the lent handle there).
     let args = [0, d.len as i32, i32::from(d.chan)];
-    let c = lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io);
+    let c = lend.run_prepared_lent_inlined::<Lender, 3, LENT_MSG>(m, args, io);
     io.inv.words.area.restore();
     io.held = 0..0;
     io.end(lent);
@@ -1285,6 +1285,17 @@ pub(super) fn run_tx_lent(
 /// The lender of words an applet's `doTx` and `doRx` are prepared for
 /// (`jive::Applet::prepare_lent`): the engine's natives lend `Io`'s.
 pub(super) type Lender = crate::natives::Words<Io>;
+
+/// The parameter of the lent `doRx` and `doTx` that is their message
+/// (`applets::LENT_DO_RX`, `applets::LENT_DO_TX`: the first of both).
+const LENT_MSG: usize = crate::applets::LENT_DO_RX.param as usize;
+const _: () = assert!(crate::applets::LENT_DO_TX.param as usize == LENT_MSG);
+
+/// The lent `doRx` and `doTx` ([`DoRx::Lent`], [`DoTx::Lent`]), prepared
+/// with their message's parameter known here when compiled
+/// ([`jive::Applet::prepare_lending_lent_at`]): the lent handle goes into
+/// that argument with no choice of each argument by the index.
+pub(super) type LentMethod = jive::PreparedLending<3, Lender, LENT_MSG>;
 
 /// An invocation run by [`run_on`], for [`settle`].
 pub(super) struct Ran {
@@ -1342,7 +1353,7 @@ pub(super) fn run_on<const N: usize, const INLINED: bool>(
 #[inline(always)]
 pub(super) fn run_lent<const INLINED: bool>(
     applet: &mut jive::Applet,
-    m: &mut jive::PreparedLending<3, Lender>,
+    m: &mut LentMethod,
     scratch: &mut Vec<u8>,
     io: &mut Io,
     payload: &Payload<'_>,
@@ -1377,9 +1388,9 @@ pub(super) fn run_lent<const INLINED: bool>(
             // handle there).
             let args = [0, bytes.len() as i32, i32::from(chan)];
             if INLINED {
-                lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io)
+                lend.run_prepared_lent_inlined::<Lender, 3, LENT_MSG>(m, args, io)
             } else {
-                lend.run_prepared_lent::<Lender, 3>(m, args, io)
+                lend.run_prepared_lent::<Lender, 3, LENT_MSG>(m, args, io)
             }
         }
         Err(_) => {
@@ -1770,55 +1781,57 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
     // `doTx` in the form its class declares: the message lent where it
     // lies in the area, if the verifier proved it (`applets::LENT_DO_TX`),
     // else the ints that say where it lies.
-    let do_tx =
-        match applet.prepare_lending_lent::<Lender, 3>("doTx", crate::applets::LENT_DO_TX.param) {
-            Ok(m) => DoTx::Lent(m),
-            Err(jive::InvokeError::NotLent { .. }) => DoTx::Copied(
-                applet
-                    .prepare_lent::<Lender, 3>("doTx")
-                    .map_err(|e| match e {
-                        jive::InvokeError::ArgumentCount { method, .. }
-                        | jive::InvokeError::NotIntArguments(method) => {
-                            EngineError::AppletShape(format!(
-                                "{method}: doTx must be int doTx(int length, int channel, int \
+    let do_tx = match applet
+        .prepare_lending_lent_at::<Lender, 3, LENT_MSG>(crate::applets::LENT_DO_TX.method)
+    {
+        Ok(m) => DoTx::Lent(m),
+        Err(jive::InvokeError::NotLent { .. }) => DoTx::Copied(
+            applet
+                .prepare_lent::<Lender, 3>("doTx")
+                .map_err(|e| match e {
+                    jive::InvokeError::ArgumentCount { method, .. }
+                    | jive::InvokeError::NotIntArguments(method) => {
+                        EngineError::AppletShape(format!(
+                            "{method}: doTx must be int doTx(int length, int channel, int \
                                  off) or int doTx(byte[] msg, int length, int channel)"
-                            ))
-                        }
-                        e => shape(e),
-                    })?,
-            ),
-            Err(e) => return Err(shape(e)),
-        };
+                        ))
+                    }
+                    e => shape(e),
+                })?,
+        ),
+        Err(e) => return Err(shape(e)),
+    };
     // `doRx` in the form its class declares: the message lent, if the
     // verifier proved it (`applets::LENT_DO_RX`), else copied into `RxBuf`.
     let largest = max_message.min(1 << 16) as usize;
-    let do_rx =
-        match applet.prepare_lending_lent::<Lender, 3>("doRx", crate::applets::LENT_DO_RX.param) {
-            Ok(m) => DoRx::Lent {
-                m,
-                scratch: Vec::with_capacity(largest),
-            },
-            Err(jive::InvokeError::NotLent { .. }) => {
-                let m = applet
-                    .prepare_lent::<Lender, 2>("doRx")
-                    .map_err(|e| match e {
-                        jive::InvokeError::ArgumentCount { method, .. }
-                        | jive::InvokeError::NotIntArguments(method) => {
-                            EngineError::AppletShape(format!(
-                                "{method}: doRx must be int doRx(int length, int channel) or int \
+    let do_rx = match applet
+        .prepare_lending_lent_at::<Lender, 3, LENT_MSG>(crate::applets::LENT_DO_RX.method)
+    {
+        Ok(m) => DoRx::Lent {
+            m,
+            scratch: Vec::with_capacity(largest),
+        },
+        Err(jive::InvokeError::NotLent { .. }) => {
+            let m = applet
+                .prepare_lent::<Lender, 2>("doRx")
+                .map_err(|e| match e {
+                    jive::InvokeError::ArgumentCount { method, .. }
+                    | jive::InvokeError::NotIntArguments(method) => {
+                        EngineError::AppletShape(format!(
+                            "{method}: doRx must be int doRx(int length, int channel) or int \
                              doRx(byte[] msg, int length, int channel)"
-                            ))
-                        }
-                        e => shape(e),
-                    })?;
-                let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
-                applet
-                    .set_static_array("RxBuf", &vec![0u8; largest])
-                    .map_err(shape)?;
-                DoRx::Copied { m, rxbuf }
-            }
-            Err(e) => return Err(shape(e)),
-        };
+                        ))
+                    }
+                    e => shape(e),
+                })?;
+            let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
+            applet
+                .set_static_array("RxBuf", &vec![0u8; largest])
+                .map_err(shape)?;
+            DoRx::Copied { m, rxbuf }
+        }
+        Err(e) => return Err(shape(e)),
+    };
     Ok(Loaded {
         applet,
         do_tx,

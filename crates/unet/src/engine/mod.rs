@@ -439,7 +439,7 @@ enum DoTx {
     /// buffer area lent for the invocation (`applet_io::run_tx_lent`),
     /// which the verifier proved `doTx` only reads and never keeps
     /// ([`jive::LentParam`]).
-    Lent(jive::PreparedLending<3, applet_io::Lender>),
+    Lent(applet_io::LentMethod),
 }
 
 /// How an applet's `doRx` receives its message (docs/unet.md, "Applets
@@ -458,7 +458,7 @@ enum DoRx {
     /// `scratch` holds a message that is not in one piece (a rest in a
     /// segment), copied there to be lent.
     Lent {
-        m: jive::PreparedLending<3, applet_io::Lender>,
+        m: applet_io::LentMethod,
         scratch: Vec<u8>,
     },
 }
