@@ -609,18 +609,21 @@ impl Engine {
         // look-ups, the 80-byte moves), a drain a message in a ping-pong;
         // an empty one made here, its ten words written and its drop
         // called after the drain, still 44.
-        let mut drained = Drained {
-            made: None,
-            n: 0,
-            spent: Duration::ZERO,
-        };
-        // Moved into the closure as it is (one reference, beside `port`):
-        // a closure that borrows captures each field it names apart. The
-        // receive side is the drain's to give (`Port::drain_inbox`, whose
-        // proof that the inbox's consumer is this thread is `guard`).
-        let d = &mut drained;
-        // Each frame or message is read in place, in the inbox's ring.
-        port.drain_inbox(&mut guard, move |rx, chan, framed, bytes| {
+        //
+        // Three locals the closure borrows, not a struct: the drain is
+        // inlined here (`Inbox::drain`), so its closure is no value passed
+        // by reference, and a local whose address nothing takes stays out
+        // of memory where it can (`spent`, unread on the owner's thread,
+        // is not even stored; in a struct that `made`'s `append` reached,
+        // every field was written at the start of each drain).
+        let mut made: Option<Outbox> = None;
+        let mut n = 0usize;
+        let mut spent = Duration::ZERO;
+        // The receive side is the drain's to give (`Port::drain_inbox`,
+        // whose proof that the inbox's consumer is this thread is
+        // `guard`). Each frame or message is read in place, in the
+        // inbox's ring.
+        port.drain_inbox(&mut guard, |rx, chan, framed, bytes| {
             let payload = if framed {
                 frame_payload(port, bytes, None)
             } else {
@@ -634,33 +637,33 @@ impl Engine {
                 let took = run_payload::<true>(port, rx, chan, payload, SHARED);
                 let out = &mut rx.io.framer.out;
                 if !out.is_empty() {
-                    d.made.get_or_insert_default().append(out);
+                    made.get_or_insert_default().append(out);
                     out.clear();
                 }
                 // Timed only on a shared thread (the owner's drain takes
                 // everything, untimed): no `Duration` sum per frame there.
                 if SHARED {
-                    d.spent += took;
+                    spent += took;
                 }
             }
-            d.n += 1;
+            n += 1;
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
             // first ones while the rest run.
-            if d.n % PUBLISH_EVERY == 0 {
+            if n % PUBLISH_EVERY == 0 {
                 rx.io.publish();
             }
             // The rest waits in the inbox for a later round.
             !(SHARED
-                && (d.spent > port.budgets.round_time
+                && (spent > port.budgets.round_time
                     || port.throttle_until.load(Ordering::Relaxed) != 0))
         });
         guard.io.publish();
-        match drained.made {
+        match made {
             None => drop(guard),
             Some(made) => self.pump_drained(port, guard, made),
         }
-        drained.n
+        n
     }
 
     /// Sends the frames `port`'s applet made in a drain (`made`, not
@@ -749,18 +752,6 @@ pub(crate) enum RxPoll {
     Idle,
     /// The inbox empty; the transport has work (or a backlog).
     Transport,
-}
-
-/// What an inbox's drain keeps across its frames ([`Engine::drain`]), in
-/// one place, so that its closure holds one reference for the three.
-struct Drained {
-    /// The frames its `doRx`s made, once one made some.
-    made: Option<Outbox>,
-    /// The frames run.
-    n: usize,
-    /// The applet time this round has spent on the endpoint (summed on a
-    /// shared thread alone).
-    spent: Duration,
 }
 
 /// Puts a frame in `port`'s inbox for its applet, or drops it, counted as

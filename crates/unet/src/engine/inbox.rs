@@ -914,6 +914,7 @@ impl Inbox {
                 }
                 c.head += size - at as u64;
                 c.at = 0;
+                self.give_back(c);
                 continue;
             }
             // In `u64`: a wrong length near `u32::MAX` would wrap a `usize`
@@ -951,8 +952,11 @@ impl Inbox {
                 break;
             }
         }
-        // Paddings and restarts skipped since.
-        self.give_back(c);
+        // Nothing to give back here: each frame's place is given back after
+        // its run, and each padding's and restart's where it is skipped
+        // (a give-back at the end too, for those, repeated the last
+        // frame's three stores in every drain).
+        //
         // Where the next frame is expected, for the consumer's waiting
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
         // `at` is below the ring's size, at most `RING_MAX` < 2^32.
@@ -965,14 +969,16 @@ impl Inbox {
 
     /// Skips to the ring's start if a producer went back to it at the
     /// consumer's position (`Tail::restart`), reading nothing there (the
-    /// bytes may be a new frame's). For a consumer that has just read,
-    /// with `Acquire`, a tail past its position: a restart there was
-    /// stored before that tail, so this `Relaxed` load sees it.
+    /// bytes may be a new frame's), and gives the bytes skipped back (as
+    /// the drain gives back a padding it skips). For a consumer that has
+    /// just read, with `Acquire`, a tail past its position: a restart there
+    /// was stored before that tail, so this `Relaxed` load sees it.
     #[inline(always)]
     fn skip_restart(&self, c: &mut Cons, size: u64) {
         if c.head == self.tail.0.restart.load(Ordering::Relaxed) {
             c.head += size - c.at;
             c.at = 0;
+            self.give_back(c);
         }
     }
 
