@@ -793,10 +793,13 @@ fn enqueue_message(port: &Port, chan: u16, payload: &Payload<'_>, s: &EngineStat
 /// a 40-byte message on the demo's two threads, with its copy; this one
 /// 11 in `memcpy` and its call. `shm::copy_small` inlined here counted
 /// 20: LLVM merged its branches' second copies into one `memcpy` call).
+/// The producers' lock is taken with the thread's token `me`, read by the
+/// caller for its own locks ([`inbox::Inbox::push_message_as`]): its
+/// thread-local read here too cost 4 instructions a message.
 #[inline(always)]
-fn enqueue_bytes(port: &Port, chan: u16, msg: &[u8], s: &EngineStats) {
+fn enqueue_bytes(port: &Port, chan: u16, msg: &[u8], s: &EngineStats, me: Me) {
     if let Some(inbox) = open_inbox(port, s) {
-        let pushed = inbox.push_message(chan, msg.len(), |buf| buf.copy_from_slice(msg));
+        let pushed = inbox.push_message_as(me, chan, msg.len(), |buf| buf.copy_from_slice(msg));
         count_refused(port, s, pushed);
     }
 }
@@ -1726,7 +1729,7 @@ impl Engine {
         // now, with nothing made before it (`next` empty, so that nothing
         // made earlier is overtaken).
         if dst.applet_elsewhere_as(next, me) {
-            return next.is_empty() && self.enqueue_deferred::<LENT>(rx, port, dst, owner, m);
+            return next.is_empty() && self.enqueue_deferred::<LENT>(rx, port, dst, owner, m, me);
         }
         if core::ptr::eq(dst, port) {
             return false;
@@ -1792,6 +1795,7 @@ impl Engine {
         dst: &Port,
         owner: u32,
         m: &Deferred,
+        me: Me,
     ) -> bool {
         let Some(bytes) = deferred_bytes::<LENT>(rx.applet.as_ref(), port, m) else {
             return false;
@@ -1803,6 +1807,7 @@ impl Engine {
             owner as u16,
             bytemuck::cast_slice(bytes),
             &self.inner.stats,
+            me,
         );
         true
     }

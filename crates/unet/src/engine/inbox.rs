@@ -171,6 +171,17 @@ std::thread_local! {
     pub static PADDED: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
 }
 
+/// In the loom model, counts a padding ([`PADDED`]): `[0]` for a frame
+/// that did not fit before the ring's end, `[1]` for a warm restart.
+#[cfg(loom)]
+fn padded(why: usize) {
+    PADDED.with(|c| {
+        let mut n = c.get();
+        n[why] += 1;
+        c.set(n);
+    });
+}
+
 #[cfg(all(test, not(loom)))]
 std::thread_local! {
     /// The lines [`Inbox::prefetch_next`] last asked for on this thread
@@ -649,9 +660,10 @@ impl Inbox {
         p.bytes_end = (self.given.0.bytes.load(Ordering::Relaxed)).saturating_add(self.max_bytes);
     }
 
-    /// Whether one more frame of `len` bytes is within the budgets, by
-    /// the view in `p`: the frames waiting would be fewer than
-    /// `max_frames`, their bytes at most `max_bytes`. Against the ends
+    /// Whether one more frame, after which `bytes` frame bytes have been
+    /// pushed ever, is within the budgets, by the view in `p`: the frames
+    /// waiting would be fewer than `max_frames`, their bytes at most
+    /// `max_bytes`. Against the ends
     /// [`Inbox::refresh`] keeps (the consumer's counts plus the budgets),
     /// one comparison each, where the frames and bytes waiting were each a
     /// subtraction first (5 instructions a message fewer). The same test:
@@ -661,8 +673,8 @@ impl Inbox {
     /// [`FRAMES_MAX`]), and `bytes_end` saturates where `max_bytes` is
     /// near `u64::MAX`, as the sum it stands for did.
     #[inline]
-    fn within_budgets(&self, p: &Prod, len: u64) -> bool {
-        p.frames < p.frames_end && p.bytes + len <= p.bytes_end
+    fn within_budgets(&self, p: &Prod, bytes: u64) -> bool {
+        p.frames < p.frames_end && bytes <= p.bytes_end
     }
 
     /// Puts a frame of `len` bytes, which `fill` writes (all of them), in
@@ -686,6 +698,22 @@ impl Inbox {
         self.push_kind(KIND_MESSAGE, chan, len, fill)
     }
 
+    /// [`Inbox::push_message`] by the thread whose token `me` holds, read
+    /// already by a caller that takes other locks too: the token's
+    /// thread-local is read once for all of them.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn push_message_as(
+        &self,
+        me: crate::biased::Me,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Refused> {
+        let mut g = self.prod.0.lock_as(me);
+        self.push_locked(&mut g, KIND_MESSAGE, chan, len, fill)
+    }
+
     /// [`Inbox::push`] of an entry of `kind`, [`KIND_FRAME`] or
     /// [`KIND_MESSAGE`].
     #[inline(always)]
@@ -697,17 +725,36 @@ impl Inbox {
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Refused> {
         let mut g = lock(&self.prod.0);
-        let p = &mut *g;
+        self.push_locked(&mut g, kind, chan, len, fill)
+    }
+
+    /// [`Inbox::push_kind`] with the producers' lock held (`p`, its
+    /// state), which the caller takes and releases: [`Inbox::push_kind`]
+    /// and [`Inbox::push_message_as`] differ only in how they take it.
+    /// (The guard given by value instead, LLVM compiled the engine's
+    /// other pushes differently, and the U-Net path without applet, which
+    /// has two of them inlined and never runs them, counted up to 12
+    /// instructions more a message for the registers it took.)
+    #[inline(always)]
+    fn push_locked(
+        &self,
+        p: &mut Prod,
+        kind: u16,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), Refused> {
         if p.closed {
             return Err(Refused::Closed);
         }
         if len > self.size - HDR {
             return Err(Refused::Full);
         }
-        let charged = counted(kind, len as u64);
-        if !self.within_budgets(p, charged) {
+        // The frame bytes pushed ever, this entry's counted.
+        let bytes = p.bytes + counted(kind, len as u64);
+        if !self.within_budgets(p, bytes) {
             self.refresh(p);
-            if !self.within_budgets(p, charged) {
+            if !self.within_budgets(p, bytes) {
                 return Err(Refused::Full);
             }
         }
@@ -734,7 +781,6 @@ impl Inbox {
         // told on the tail's line (`Tail::restart`). (`rest` is never 0,
         // `at` being below the ring's size: no padding is `rest >= need`.)
         let mut pad = 0;
-        let mut restart = false;
         if rest < need {
             pad = rest;
         } else if at >= HOT && p.tail - p.checked >= HOT_CHECK && need <= at {
@@ -742,9 +788,17 @@ impl Inbox {
             self.refresh(p);
             if p.head == p.tail {
                 pad = rest;
-                restart = true;
                 p.floor = p.tail + pad;
                 p.head = p.floor;
+                // Published by the tail's `Release` store below, which the
+                // consumer's `Acquire` load of it reads before this. Stored
+                // here, before the room's test, which this push passes: the
+                // ring is empty from `floor`, and `need` is at most its
+                // size. (After the test, a flag kept for it cost 3
+                // instructions a push.)
+                self.tail.0.restart.store(p.tail, Ordering::Relaxed);
+                #[cfg(loom)]
+                padded(1);
             }
         }
         if p.tail + pad + need - p.head > size {
@@ -754,19 +808,11 @@ impl Inbox {
             }
         }
         let ring = self.ring.get_or_init(|| Ring::new(self.size));
-        #[cfg(loom)]
-        if pad > 0 {
-            PADDED.with(|c| {
-                let mut n = c.get();
-                n[usize::from(restart)] += 1;
-                c.set(n);
-            });
-        }
-        if restart {
-            // Published by the tail's `Release` store below, which the
-            // consumer's `Acquire` load of it reads before this.
-            self.tail.0.restart.store(p.tail, Ordering::Relaxed);
-        } else if pad > 0 {
+        // The frame does not fit before the ring's end (a warm restart is
+        // the other padding, `rest >= need`, and writes nothing there).
+        if rest < need {
+            #[cfg(loom)]
+            padded(0);
             let _held = ring.held_write(at as usize, HDR);
             // SAFETY: `[at, at + pad)` ends at the ring's end, and lies in
             // `[tail, head + size)` (checked just above): the consumer has
@@ -798,7 +844,7 @@ impl Inbox {
             p.at = 0;
         }
         p.frames += 1;
-        p.bytes += charged;
+        p.bytes = bytes;
         // Publishes the frame (and the padding or the restart before it):
         // the consumer reads the tail with `Acquire`.
         self.tail.0.pos.store(p.tail, Ordering::Release);
