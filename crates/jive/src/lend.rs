@@ -54,7 +54,7 @@ pub const ANY_PARAM: usize = usize::MAX;
 /// it is compiled ([`Applet::prepare_lending_lent_at`]), so that the lent
 /// handle goes into its argument with no choice made per invocation;
 /// [`ANY_PARAM`] (the default) where it does not, and each argument is
-/// chosen by the index ([`lent_arg`]).
+/// chosen by the index (`lent_arg`).
 pub struct PreparedLending<const N: usize, K = (), const P: usize = ANY_PARAM> {
     p: Prepared<N, K>,
     /// The lent parameter's index among the `N` arguments (`P`, where `P`
@@ -93,7 +93,7 @@ impl<const N: usize, K, const P: usize> PreparedLending<N, K, P> {
         self.param
     }
 
-    /// The lent parameter's index as [`lent_arg`] takes it: `P`, a
+    /// The lent parameter's index as `lent_arg` takes it: `P`, a
     /// constant, where it is not [`ANY_PARAM`] (then it is `param`: the
     /// handle was prepared for parameter `P`, `Applet::prepare_lending_for`),
     /// so that the choice of each argument folds away when the host's code
