@@ -759,16 +759,7 @@ impl Inbox {
             }
         }
         let size = self.size as u64;
-        // [`footprint`], the same value for a `len` within the ring (just
-        // checked), as a mask: `next_multiple_of` tests the remainder (6
-        // instructions, these 2). `footprint` itself stays as it is: the
-        // drain's check of a header computes the same sum with
-        // `next_multiple_of`, which LLVM then shares with its `footprint`
-        // (changed, the drain counted 2 more).
-        let need = ((HDR + 7 + len) & !7) as u64;
-        if cfg!(any(test, debug_assertions)) {
-            assert_eq!(need, footprint(len));
-        }
+        let need = footprint(len);
         let at = p.at;
         if cfg!(any(test, debug_assertions)) {
             assert_eq!(at, p.tail % size);
