@@ -602,3 +602,74 @@ fn an_inline_native_given_the_lent_array_reads_the_lent_bytes() {
     let jit = [(Engine::Interpreter, 5, 6, 6), (Engine::Jit, 0, 1, 6)];
     assert!(calls == interp || calls == jit, "{calls:?}");
 }
+
+/// A handle prepared with its lent parameter a constant
+/// (`prepare_lending_lent_at`) makes the same checks as one prepared with
+/// the index at run time: parameter `P` must be a `byte[]` declared lent,
+/// else it is refused; prepared for the declared one, it runs as the
+/// other handle does.
+#[test]
+fn a_lent_parameter_fixed_at_compile_time_is_checked_as_one_given_at_run_time() {
+    for engine in engines() {
+        let Some(bytes) = common::class_bytes("default", "LendingInline") else {
+            return;
+        };
+        let lent = LentParam {
+            method: "viaInline",
+            descriptor: "([BII)I",
+            param: 0,
+        };
+        let mut a = Applet::load_lending(&bytes, &copy_natives(), Limits::default(), &[lent], None)
+            .unwrap();
+        a.set_engine(engine).unwrap();
+        // Parameters 1 and 2 are `int`s: refused as the index form refuses them.
+        for r in [
+            a.prepare_lending_lent_at::<CopyIn, 3, 1>("viaInline")
+                .map(|_| ()),
+            a.prepare_lending_lent_at::<CopyIn, 3, 2>("viaInline")
+                .map(|_| ()),
+        ] {
+            assert!(
+                matches!(r, Err(InvokeError::NotLent { .. })),
+                "{engine:?}: {r:?}"
+            );
+        }
+        assert!(matches!(
+            a.prepare_lending_lent::<CopyIn, 3>("viaInline", 1),
+            Err(InvokeError::NotLent { .. })
+        ));
+        // Parameter 0, the declared one: both forms copy the same bytes.
+        let mut at = a
+            .prepare_lending_lent_at::<CopyIn, 3, 0>("viaInline")
+            .unwrap();
+        let mut by_index = a.prepare_lending_lent::<CopyIn, 3>("viaInline", 0).unwrap();
+        assert_eq!(at.param(), 0);
+        let msg = message(64);
+        let area = Area::new(256);
+        let mut host = CopyHost {
+            words: HostWords {
+                bound: 1 << 20,
+                area: jive::AreaWords::new(area.clone()).unwrap(),
+                ..HostWords::default()
+            },
+            area: area.clone(),
+            out_of_line: 0,
+        };
+        let mut seen = Vec::new();
+        for k in 0..2 {
+            // SAFETY: `msg` outlives the lend, which ends with the
+            // statement; nothing writes it.
+            let mut lend = unsafe { a.lend(msg.as_ptr(), msg.len()) }.unwrap();
+            let c = if k == 0 {
+                lend.run_prepared_lent(&mut at, [0, 3, 40], &mut host)
+            } else {
+                lend.run_prepared_lent(&mut by_index, [0, 3, 40], &mut host)
+            };
+            drop(lend);
+            assert_eq!(c.value(), Some(64), "{engine:?}");
+            seen.push(area.take());
+        }
+        assert_eq!(seen[0], seen[1], "{engine:?}");
+        assert_eq!(&seen[0][8..48], &msg[3..43], "{engine:?}");
+    }
+}
