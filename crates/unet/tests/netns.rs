@@ -947,15 +947,16 @@ fn xdp_readiness_is_false_only_when_a_poll_would_find_nothing() {
         "the kernel took the frame (copy mode sends in the call)"
     );
     // The test runs on another thread than the transport's user.
-    let rb2 = rb.clone();
-    let seen = std::thread::spawn(move || {
-        let deadline = Instant::now() + PHASE_LIMIT;
-        while !rb2() {
-            assert!(Instant::now() < deadline, "the frame never showed");
-            std::thread::yield_now();
-        }
+    std::thread::scope(|s| {
+        let seen = s.spawn(|| {
+            let deadline = Instant::now() + PHASE_LIMIT;
+            while !rb() {
+                assert!(Instant::now() < deadline, "the frame never showed");
+                std::thread::yield_now();
+            }
+        });
+        seen.join().expect("B's readiness turned true");
     });
-    seen.join().expect("B's readiness turned true");
     assert!(rb(), "the frame waits on B's receive ring");
     let mut got = Vec::new();
     assert_eq!(

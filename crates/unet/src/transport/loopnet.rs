@@ -513,7 +513,7 @@ impl Transport for LoopPort {
     fn readiness(&self) -> Option<super::Readiness> {
         let inbox = self.inbox.clone();
         // Frames wait while the published tail is past the consumed head.
-        Some(Arc::new(move || {
+        Some(Box::new(move || {
             inbox.tail.0.load(Ordering::Acquire) != inbox.head.0.bytes.load(Ordering::Relaxed)
         }))
     }

@@ -899,11 +899,11 @@ impl Transport for XdpTransport {
             // One queue (veth's usual): no loop.
             [q] => {
                 let w = watch(q);
-                std::sync::Arc::new(move || ready(&w))
+                Box::new(move || ready(&w))
             }
             qs => {
                 let ws: Vec<_> = qs.iter().map(watch).collect();
-                std::sync::Arc::new(move || ws.iter().any(ready))
+                Box::new(move || ws.iter().any(ready))
             }
         })
     }
