@@ -696,13 +696,57 @@ unsafe impl jive::RingSlots for RxSlots {
 
 /// An endpoint's buffer area, which the JIT's inline `doHtoLDMA` and
 /// `doLtoHDMA` copy from and to ([`jive::AreaBytes`], lent for the
-/// endpoint's life through [`jive::AreaWords`]): kept alive by its handle
-/// on the segment.
-#[derive(Debug)]
+/// endpoint's life through [`jive::AreaWords`]), and where the engine reads
+/// a message a lent `doTx` deferred ([`AreaBytes::view`]): kept alive by
+/// its handle on the segment.
+#[derive(Debug, Clone)]
 pub struct AreaBytes {
-    seg: Arc<Segment>,
-    off: usize,
+    /// The segment, whose mapping this holds for as long as it lives (read
+    /// through `start` alone).
+    _seg: Arc<Segment>,
+    /// The area's first byte, in the mapping.
+    start: NonNull<u8>,
+    /// The area's bytes from `start`, all in the mapping.
     len: u32,
+}
+
+// SAFETY: `start` is an address of the mapping, which the `Arc` in the same
+// value keeps; the segment itself is `Send` and `Sync` (see `Segment`),
+// and every access through `start` is one that `Segment` makes too
+// (`AreaBytes::view`, `jive::AreaBytes::bytes`).
+unsafe impl Send for AreaBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for AreaBytes {}
+
+impl AreaBytes {
+    /// A view of the `len` bytes at `off` in the area, `None` past its
+    /// end: as [`Segment::view`]'s of the same bytes, with the same
+    /// caveat (the bytes may change while it is held, and are only copied
+    /// from or lent to another endpoint's applet, which reads them as
+    /// plain bytes), for a caller that holds the endpoint's state locks.
+    ///
+    /// One comparison, with the area's end: the area lies in the mapping
+    /// (checked once, by [`Segment::area_bytes`], and neither moves), so
+    /// whatever lies in the area lies in the mapping. Testing the range
+    /// against the area ([`crate::layout::Layout::in_area`]) and then the
+    /// mapping ([`Segment::view`]) was two range tests a message that
+    /// accept exactly what this one accepts (with the area's address
+    /// found through the segment: 15 instructions in the inbox's way of a
+    /// lent `doTx`'s message, `Engine::enqueue_deferred`, 7 now).
+    #[inline(always)]
+    pub fn view(&self, off: u32, len: u32) -> Option<&[u8]> {
+        if u64::from(off) + u64::from(len) > u64::from(self.len) {
+            return None;
+        }
+        // SAFETY: `[off, off + len)` lies in the area (just checked), which
+        // lies in the mapping from `start` (`Segment::area_bytes`'s check);
+        // the mapping lives as long as `self`'s `Arc` on the segment, so as
+        // the view. Another process may write it concurrently: the view is
+        // only copied from (see above), and any byte value is valid.
+        Some(unsafe {
+            NonNull::slice_from_raw_parts(self.start.add(off as usize), len as usize).as_ref()
+        })
+    }
 }
 
 impl Segment {
@@ -711,15 +755,17 @@ impl Segment {
     pub fn area_bytes(self: &Arc<Segment>, off: usize, len: u32) -> Option<AreaBytes> {
         let end = off.checked_add(len as usize)?;
         (end <= self.len).then(|| AreaBytes {
-            seg: self.clone(),
-            off,
+            _seg: self.clone(),
+            // SAFETY: `off <= end <= self.len`: in the mapping, or one past
+            // its end (then `len` is 0).
+            start: unsafe { self.base.add(off) },
             len,
         })
     }
 }
 
-// SAFETY: `bytes` is `off` bytes into the mapping, and `off + len` lies
-// within it (checked by `Segment::area_bytes`); the address and the length
+// SAFETY: `bytes` is `start`, in the mapping, and the `len` bytes from it
+// lie within it (checked by `Segment::area_bytes`); the address and the length
 // are fixed, and valid as long as `self`, whose `Arc` holds the segment.
 // The mapping is only ever reached through raw pointers, volatile accesses,
 // atomics and short-lived views that the engine makes while it holds the
@@ -727,8 +773,7 @@ impl Segment {
 // generated code only copies bytes in and out of it.
 unsafe impl jive::AreaBytes for AreaBytes {
     fn bytes(&self) -> *mut u8 {
-        // SAFETY: `off` is within the mapping (see above).
-        unsafe { self.seg.base.as_ptr().add(self.off) }
+        self.start.as_ptr()
     }
     fn size(&self) -> u32 {
         self.len

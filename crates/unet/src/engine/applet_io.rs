@@ -203,8 +203,9 @@ pub(super) struct Deferred {
 /// site's array the decoder proved is the lent parameter) is the message
 /// in `port`'s buffer area, where the engine lent it from
 /// ([`run_tx_lent`]): [`applet_tx`] made `m.off` its offset in the area
-/// ([`Deferred::in_area`]), read here through the segment as the
-/// engine reads any message it sends from an area (the application may
+/// ([`Deferred::in_area`]), read here through the port's view of its
+/// area ([`crate::shm::AreaBytes::view`]) as the engine reads any message
+/// it sends from an area (the application may
 /// write the bytes meanwhile, as it may while the engine copies them
 /// without an applet: they only travel). Any other handle is the
 /// applet's heap's. `Heap::get`, not `Heap::bytes_read`, which reaches the
@@ -232,16 +233,12 @@ pub(super) fn deferred_bytes<'a, const LENT: bool>(
 
 /// [`deferred_bytes`] of a lent `doTx`'s message: `m.len` bytes at
 /// `m.off` in `port`'s buffer area, `None` past it (which
-/// [`Deferred::in_area`]'s checks exclude).
+/// [`Deferred::in_area`]'s checks exclude): one comparison with the
+/// area's end, which lies in the segment's mapping (checked when the port
+/// was made), where the area's test and then the segment's were two.
 #[inline(always)]
 fn area_message<'a>(port: &'a Port, m: &Deferred) -> Option<&'a [i8]> {
-    if !port.layout.in_area(m.off, m.len) {
-        return None;
-    }
-    let bytes = port
-        .seg
-        .view(port.layout.area + m.off as usize, m.len as usize)?;
-    Some(bytemuck::cast_slice(bytes))
+    Some(bytemuck::cast_slice(port.area.view(m.off, m.len)?))
 }
 
 impl Deferred {

@@ -34,6 +34,15 @@ impl Engine {
         )?);
         seg.write_header(&layout.header(id));
         let (txq, rxq, freeq) = queues(&seg, &layout)?;
+        // Never: the segment is the layout's size. (`area_len` is at most
+        // `MAX_AREA`, 2^30: a `u32`.)
+        let area = seg
+            .area_bytes(layout.area, layout.area_len as u32)
+            .ok_or_else(|| {
+                crate::error::ConfigError::Layout(
+                    "the buffer area is past the segment's end".into(),
+                )
+            })?;
         let rx_slots = rxq.rx_slots();
         let free_slots = freeq.free_slots();
         let stats = Arc::new(PortStats::default());
@@ -67,7 +76,7 @@ impl Engine {
                 inv: Invocation::new(
                     rx_slots,
                     free_slots,
-                    seg.area_bytes(layout.area, layout.area_len as u32),
+                    Some(area.clone()),
                     &layout,
                     &io_budgets,
                     rx_framer.max_message,
@@ -98,6 +107,7 @@ impl Engine {
             id,
             seg,
             layout,
+            area,
             tx: CacheLine(SideLock::new(TxSide {
                 tx: Consumer::new(txq),
                 framer: framer()?,

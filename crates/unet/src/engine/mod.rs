@@ -64,7 +64,7 @@ use crate::frame::{
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::natives::{self, HostError, NativeHost, RxBody};
 use crate::ring::{Consumer, Producer};
-use crate::shm::{FreeQueue, RxQueue, Segment, TxQueue, queues};
+use crate::shm::{AreaBytes, FreeQueue, RxQueue, Segment, TxQueue, queues};
 use crate::transport::{Built, Transport};
 
 mod applet_io;
@@ -1257,6 +1257,9 @@ pub struct Port {
     id: EndpointId,
     seg: Arc<Segment>,
     layout: Layout,
+    /// The buffer area of `seg` (`layout`'s), where the engine reads the
+    /// message a lent `doTx` deferred ([`AreaBytes::view`]).
+    area: AreaBytes,
     tx: CacheLine<SideLock<TxSide>>,
     rx: CacheLine<SideLock<RxSide>>,
     /// Whether `rx` holds an applet, so that transmit takes the receive
