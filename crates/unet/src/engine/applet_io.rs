@@ -747,7 +747,7 @@ impl Io {
     #[inline(always)]
     pub(super) fn lend_tail(&mut self, chan: u16) {
         debug_assert!(
-            matches!(self.framer.channels.get(usize::from(chan)), Some(Some(c)) if !c.closed),
+            matches!(self.framer.channels.get(usize::from(chan)), Some(Some(c)) if !c.closed()),
             "a lent channel is open and not closed on both sides"
         );
         self.inv.words.tail.chan = u64::from(chan);
@@ -771,7 +771,7 @@ impl Io {
         let Some(Some(c)) = self.framer.channels.get(usize::from(chan)) else {
             return;
         };
-        if c.closed || c.checksum {
+        if c.closed() || c.checksum() {
             return;
         }
         let (template, sum) = (&c.template as *const [u8; HEADER_LEN], c.length_sum);

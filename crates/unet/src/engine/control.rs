@@ -393,11 +393,9 @@ impl Engine {
         let ch = Channel {
             length_sum: frame::length_sum(&template),
             template,
-            checksum: opts.checksum,
-            local: remote == local,
-            closed: false,
+            flags: if opts.checksum { CHAN_CHECKSUM } else { 0 }
+                | if remote == local { CHAN_LOCAL } else { 0 },
             verdict: Kept::default(),
-            direct: false,
         };
         if remote == local {
             lock(&self.inner.local_peers)

@@ -1026,12 +1026,12 @@ impl Engine {
                 } = &mut tx.framer;
                 match channels.get_mut(usize::from(d.chan)) {
                     Some(Some(ch)) if d.len <= *max_message && layout.in_area(d.offset, d.len) => {
-                        if ch.closed {
+                        if ch.closed() {
                             bump(&stats.tx_closed);
                             Route::Done(TxStatus::Closed)
                         } else if port.has_applet.load(Ordering::Acquire) {
                             Route::Applet
-                        } else if !ch.local {
+                        } else if !ch.local() {
                             // Not flushed here: the frames of a pass built
                             // in the transport's memory go out together.
                             Route::Frame { remote: true }
@@ -1137,7 +1137,7 @@ impl Engine {
             let mut done = false;
             let status = match channels.get(usize::from(d.chan)) {
                 Some(Some(ch)) if d.len <= *max_message && layout.in_area(d.offset, d.len) => {
-                    if ch.closed {
+                    if ch.closed() {
                         bump(&stats.tx_closed);
                         TxStatus::Closed
                     } else {
@@ -1221,7 +1221,7 @@ impl Engine {
         }
         // Not for a channel to this engine: no lock taken for it.
         match tx.framer.channels.get(usize::from(d.chan)) {
-            Some(Some(ch)) if !ch.local => {}
+            Some(Some(ch)) if !ch.local() => {}
             _ => return None,
         }
         let t = lent.get_or_insert_with(|| lock(&self.inner.transport));
@@ -1546,7 +1546,7 @@ impl Engine {
         } = &tx.framer;
         match channels.get(usize::from(chan)) {
             Some(Some(ch))
-                if len <= *max_message && port.layout.in_area(offset, len) && !ch.closed => {}
+                if len <= *max_message && port.layout.in_area(offset, len) && !ch.closed() => {}
             _ => return None,
         }
         bump(&port.stats.tx_descriptors);
@@ -1591,7 +1591,7 @@ impl Engine {
     pub(super) fn may_defer(&self, tx: &TxSide, chan: u16, me: Me) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
-            Some(Some(ch)) if ch.direct
+            Some(Some(ch)) if ch.direct()
                 && ch.verdict.peer.as_deref().is_some_and(|dst| {
                     dst.owner.load(Ordering::Relaxed) == me.token()
                         || dst.has_applet.load(Ordering::Relaxed)
@@ -1711,7 +1711,7 @@ impl Engine {
         if version == 0 {
             // Verdicts no longer kept: no more guesses on this channel
             // until a verdict is taken again.
-            ch.direct = false;
+            ch.set_direct(false);
             return false;
         }
         if !ch.goes_kept() {
@@ -1869,7 +1869,7 @@ impl Engine {
         let peer = owner
             .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
             .and_then(|_| self.port(peer));
-        ch.direct = ch.local && !ch.checksum && owner.is_some() && peer.is_some();
+        ch.set_direct(ch.local() && !ch.checksum() && owner.is_some() && peer.is_some());
         ch.verdict = Kept {
             version,
             owner,
@@ -2122,7 +2122,7 @@ pub(super) mod tests {
         let sides = |port: &Port| {
             let states = |c: &[Option<Channel>]| {
                 c.iter()
-                    .map(|c| c.as_ref().map(|c| c.closed))
+                    .map(|c| c.as_ref().map(Channel::closed))
                     .collect::<Vec<_>>()
             };
             let tx = port.tx.lock();

@@ -373,36 +373,74 @@ struct Channel {
     /// The template's [`frame::length_sum`], for `txPush`'s frames
     /// ([`Framer::push_message`]).
     length_sum: u32,
-    /// Whether its frames carry a UDP checksum.
-    checksum: bool,
-    /// Whether its peer is on this engine (its frames never leave it).
-    local: bool,
-    /// Whether it was closed because its peer went away: sending on it
-    /// fails, and its filters are gone.
-    closed: bool,
+    /// Its flags ([`Channel::checksum`], [`Channel::local`],
+    /// [`Channel::closed`], [`Channel::direct`]), one bit each.
+    flags: u8,
     /// The filter table's verdict on the channel's frames: the transmit
     /// side's cache (see [`Kept`]).
     verdict: Kept,
+}
+
+/// [`Channel::checksum`]'s bit of [`Channel::flags`].
+const CHAN_CHECKSUM: u8 = 1;
+/// [`Channel::local`]'s bit.
+const CHAN_LOCAL: u8 = 2;
+/// [`Channel::closed`]'s bit.
+const CHAN_CLOSED: u8 = 4;
+/// [`Channel::direct`]'s bit.
+const CHAN_DIRECT: u8 = 8;
+
+impl Channel {
+    /// Whether its frames carry a UDP checksum.
+    #[inline(always)]
+    fn checksum(&self) -> bool {
+        self.flags & CHAN_CHECKSUM != 0
+    }
+
+    /// Whether its peer is on this engine (its frames never leave it).
+    #[inline(always)]
+    fn local(&self) -> bool {
+        self.flags & CHAN_LOCAL != 0
+    }
+
+    /// Whether it was closed because its peer went away: sending on it
+    /// fails, and its filters are gone.
+    #[inline(always)]
+    fn closed(&self) -> bool {
+        self.flags & CHAN_CLOSED != 0
+    }
+
     /// Whether a `doTx`'s tail `txPush` on the channel is deferred
     /// ([`Engine::may_defer`]): the kept verdict names the channel's peer,
     /// and the channel is local and unchecksummed, so that the message
     /// may go straight to that peer ([`Engine::deliver_deferred`]). A
     /// guess set with the verdict, cleared with it (a closed channel, a
     /// forgotten verdict) and where verdicts stop being kept (version
-    /// 0). Here, beside the channel's other flags, not in [`Kept`], which
-    /// it would make a word longer.
-    direct: bool,
-}
+    /// 0). A flag beside the channel's others, not in [`Kept`], which it
+    /// would make a word longer.
+    #[inline(always)]
+    fn direct(&self) -> bool {
+        self.flags & CHAN_DIRECT != 0
+    }
 
-impl Channel {
+    /// Sets or clears [`Channel::direct`].
+    #[inline(always)]
+    fn set_direct(&mut self, on: bool) {
+        self.flags = (self.flags & !CHAN_DIRECT) | if on { CHAN_DIRECT } else { 0 };
+    }
+
     /// Whether a message on this channel goes to its peer with the
     /// channel's kept verdict, without being classified: its peer on this
     /// engine, no checksum, open. One test for every way that does so
     /// (`pump_sent`'s frames, the direct deliveries, the deferred
     /// `txPush`), so that none can drift from the others.
+    ///
+    /// One comparison of the three flags' bits: `local` set, `checksum`
+    /// and `closed` clear (three tests of flags each a `bool` of its own
+    /// were 6 instructions).
     #[inline(always)]
     fn goes_kept(&self) -> bool {
-        self.local && !self.checksum && !self.closed
+        self.flags & (CHAN_LOCAL | CHAN_CHECKSUM | CHAN_CLOSED) == CHAN_LOCAL
     }
 }
 
@@ -946,9 +984,8 @@ impl Framer {
     /// Marks channel `tag` closed (its peer went away).
     fn close_channel(&mut self, tag: u16) {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
-            c.closed = true;
+            c.flags = (c.flags & !CHAN_DIRECT) | CHAN_CLOSED;
             c.verdict = Kept::default();
-            c.direct = false;
         }
     }
 
@@ -956,7 +993,7 @@ impl Framer {
     fn forget_verdicts(&mut self) {
         for c in self.channels.iter_mut().flatten() {
             c.verdict = Kept::default();
-            c.direct = false;
+            c.set_direct(false);
         }
     }
 
@@ -1047,7 +1084,7 @@ fn checked_channel(
         .get(usize::from(chan))
         .and_then(Option::as_ref)
         .ok_or(HostError::NoSuchChannel(chan))?;
-    if ch.closed {
+    if ch.closed() {
         return Err(HostError::ChannelClosed(chan));
     }
     // An applet's array is shorter than 2^31 bytes.
@@ -1075,7 +1112,7 @@ fn write_message(out: &mut Outbox, id: EndpointId, ch: &Channel, chan: u16, payl
     *hdr = ch.template;
     frame::patch_lengths_from(hdr, ch.length_sum, len);
     natives::i8_to_u8(body, payload);
-    if ch.checksum {
+    if ch.checksum() {
         // Cannot fail: the frame holds a whole header.
         let _ = frame::set_udp_checksum(buf);
     }
@@ -1146,10 +1183,10 @@ impl Framer {
             ..
         } = self;
         let ch = channels.get(usize::from(chan)).and_then(Option::as_ref)?;
-        if ch.local || ch.closed || len > *max_message {
+        if ch.local() || ch.closed() || len > *max_message {
             return None;
         }
-        let (template, want_sum) = (&ch.template, ch.checksum);
+        let (template, want_sum) = (&ch.template, ch.checksum());
         let built = t.send_built(HEADER_LEN + len as usize, &mut |buf| {
             let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
                 return false;
@@ -1206,7 +1243,7 @@ fn frame_parts<'a>(
         .get(usize::from(chan))
         .and_then(Option::as_ref)
         .ok_or(HostError::NoSuchChannel(chan))?;
-    if ch.closed {
+    if ch.closed() {
         return Err(HostError::ChannelClosed(chan));
     }
     if len > max_message {
@@ -1224,7 +1261,7 @@ fn frame_parts<'a>(
     // lengths and checksum without reading the header's two words again.
     frame::patch_lengths_from(hdr, ch.length_sum, len as usize);
     bump_shared(&stats.tx_frames);
-    Ok((ch.checksum, buf))
+    Ok((ch.checksum(), buf))
 }
 
 /// The transmit side of a port: the engine's end of the transmit queue and
