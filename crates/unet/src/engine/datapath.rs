@@ -1703,6 +1703,13 @@ impl Engine {
         m: &Deferred,
         me: Me,
     ) -> bool {
+        // The message's fields kept in memory and read there where a way
+        // below uses them, not held in registers across its locks: with
+        // the inbox's way inlined ([`Engine::enqueue_deferred`]) LLVM held
+        // them, and spilled the locks' state instead, 5 more a message on
+        // the same-thread lent delivery (`unet-count` standard-lent-40).
+        // As when that way was a call, which took `m` by reference.
+        let m = core::hint::black_box(m);
         let TxSide { framer, next, .. } = tx;
         let Some(Some(ch)) = framer.channels.get_mut(usize::from(m.chan)) else {
             return false;
@@ -1784,10 +1791,14 @@ impl Engine {
     /// the version, the verdict, the peer's flag, and the thread's token
     /// read from its thread-local): 229 instructions a 40-byte message with
     /// the inbox's push, on the demo's two threads (`xthr_count`, `WITH=1`,
-    /// bursts of 1). Out of line (not cold: cold, LLVM kept its callees out
-    /// of line, 1 more a message on the two-thread send): the same-thread
-    /// delivery's path makes no call.
-    #[inline(never)]
+    /// bursts of 1). Then out of line, so that the same-thread delivery's
+    /// path made no call (not cold: cold, LLVM kept its callees out of
+    /// line, 1 more a message on the two-thread send). Inlined since, with
+    /// `deliver_deferred`'s `m` kept in memory (see there): the call, its
+    /// frame and its arguments (the message stored for a reference) were
+    /// 31 instructions of the lent form's send on two threads
+    /// (`xthr_count` `LENT=1` at 40 bytes, 693 -> 662 a message).
+    #[inline(always)]
     fn enqueue_deferred<const LENT: bool>(
         &self,
         rx: &RxSide,
