@@ -1267,8 +1267,8 @@ impl Endpoint {
     /// receiver's next empty poll, before the next message came): one
     /// push, where the batch's copy ([`Endpoint::give_batch`]: its run
     /// split at the queue's end, its unrolled loop) was 70 instructions
-    /// for it (`xthr_count` recv, lent, 4096 B, bursts of 1: 1228.5 to
-    /// 1195.5 instructions a message). A full queue loses the buffer as
+    /// for it (`xthr_count` recv, lent, 4096 B, bursts of 1: 1221.5 to
+    /// 1169.5 instructions a message). A full queue loses the buffer as
     /// the batch's does. Apart from `give_batch`, so that a full batch
     /// (`give_back`'s) makes no test for it.
     #[inline(never)]
