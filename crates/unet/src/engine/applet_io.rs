@@ -1360,7 +1360,7 @@ pub(super) fn run_lent<const INLINED: bool>(
     let bytes: &[u8] = if io.lends_in_place(payload) {
         payload.head
     } else {
-        gather(scratch, payload)
+        gather(scratch, *payload)
     };
     let start = timed.then(Instant::now);
     let lent = io.begin();
@@ -1426,9 +1426,13 @@ impl Io {
 }
 
 /// `payload`'s bytes in one piece in `scratch` (for [`run_lent`]), which
-/// keeps its allocation from one message to the next.
+/// keeps its allocation from one message to the next. The payload by
+/// value: its copy for the call is made on this way alone, and the lent
+/// `doRx`'s way takes no address of the caller's payload (the copied
+/// `doRx`'s and the standard receive's ways take their own, see
+/// `run_payload`).
 #[inline(never)]
-fn gather<'a>(scratch: &'a mut Vec<u8>, payload: &Payload<'_>) -> &'a [u8] {
+fn gather<'a>(scratch: &'a mut Vec<u8>, payload: Payload<'_>) -> &'a [u8] {
     scratch.clear();
     payload.pieces(0, payload.len(), |p| scratch.extend_from_slice(p));
     scratch

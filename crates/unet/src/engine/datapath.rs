@@ -893,6 +893,9 @@ pub(super) fn receive_payload<const INLINED: bool>(
 /// [`receive_payload`] but for the frames `doRx` made, which it leaves in
 /// the receive side's outbox (`rx.io.framer.out`) for the caller to take
 /// (an inbox's drain, which makes its outbox only when they are some).
+///
+/// The standard receive takes a copy of `payload` of its own (it takes
+/// it by reference), so that its address is taken on one way fewer.
 #[inline(always)]
 fn run_payload<const INLINED: bool>(
     port: &Port,
@@ -903,7 +906,7 @@ fn run_payload<const INLINED: bool>(
 ) -> Duration {
     let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
-        None => rx.io.deliver_default(chan, &payload),
+        None => rx.io.deliver_default(chan, &{ payload }),
         Some(l) => {
             // `invoke` on the applet found above, not looked for again.
             let Loaded { applet, do_rx, .. } = l;
