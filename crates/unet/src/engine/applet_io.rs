@@ -1699,8 +1699,31 @@ pub(super) fn applet_tx_inlined(
     // exchanging two empty outboxes would only move their memory (some 18
     // instructions of a message whose `doTx` deferred its one push, the
     // common case on the demo's two threads).
-    if lend && !rx.io.framer.out.is_empty() {
-        rx.io.framer.out.swap_frames(&mut tx.framer.out);
+    //
+    // Frames the receive side's outbox held from before (a constructor's),
+    // with this `doTx`'s behind them, are appended to the transmit
+    // outbox instead (rare, so that the common `doTx` makes no call
+    // here). Where the outboxes were lent, the exchange leaves the
+    // receive side's empty: it takes the transmit outbox's frames, and
+    // that outbox was empty from the lend on (it held nothing, or gave its
+    // frames in the first exchange; neither the invocation nor the
+    // deferred message's delivery writes it, `tx` being locked here), so
+    // nothing is left to append. Both under the one test of the outbox,
+    // made before the outcome's match rather than once on each side of it
+    // (the match changes no outbox: a trap's `applet_trapped` counts and
+    // may drop the applet, not `io`): with the outcome's counter stored
+    // between the two, LLVM loaded the outbox's length again for the
+    // second (xthr_count `LENT=1` send, 40 B, burst 1: 662.0 -> 660.0 a
+    // message, every send row -2).
+    if !rx.io.framer.out.is_empty() {
+        if lend {
+            rx.io.framer.out.swap_frames(&mut tx.framer.out);
+            debug_assert!(rx.io.framer.out.is_empty());
+        } else {
+            let made = &mut rx.io.framer.out;
+            tx.framer.out.append(made);
+            made.clear();
+        }
     }
     let (r, took) = r.expect("the applet is installed");
     let status = match r {
@@ -1714,14 +1737,6 @@ pub(super) fn applet_tx_inlined(
             TxStatus::Dropped
         }
     };
-    // Frames the receive side's outbox held from before (a constructor's),
-    // with this `doTx`'s behind them: rare, so that the common `doTx`
-    // makes no call here.
-    let made = &mut rx.io.framer.out;
-    if !made.is_empty() {
-        tx.framer.out.append(made);
-        made.clear();
-    }
     drop(guard);
     // The frames a receiver's `doRx` made when the deferred message went
     // straight to it, sent with the applet let go (one may be for it).
