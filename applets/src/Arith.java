@@ -181,6 +181,45 @@ public class Arith {
         return a[0];
     }
 
+    // Division and remainder of the same operands one after the other
+    // (the JIT computes the remainder from the quotient), by a local and by
+    // a static; and the patterns it must not take for that: the quotient
+    // stored into the divisor, a static written between the two.
+    static int divRem(int a, int b) {
+        int q = a / b;
+        int r = a % b;
+        return q * 65599 + r;
+    }
+
+    static int divRemStatic(int a, int b) {
+        sf = b;
+        int q = a / sf;
+        int r = a % sf;
+        return q * 65599 + r;
+    }
+
+    static int divRemIntoDivisor(int a, int b) {
+        b = a / b;
+        return a % b;
+    }
+
+    static int divRemStaticWritten(int a, int b) {
+        sf = b;
+        int q = a / sf;
+        sf = q;
+        int r = a % sf;
+        return q * 65599 + r;
+    }
+
+    // Statics read again after a branch, written on one of its ways.
+    static int staticAfterBranch(int a, int b) {
+        sf = a;
+        int x = sf;
+        if (b > 0) sf = b;
+        if (a < b) x += sf;
+        return x * 31 + sf;
+    }
+
     static int arrayLen(int n) {
         byte[] b = new byte[n];
         return b.length;
