@@ -2347,7 +2347,7 @@ impl<'p> Compiler<'p> {
                 self.sync();
             }
             if align[i] {
-                self.f.align(32);
+                self.align_head(labels[i], *live);
             }
             self.f.label(labels[i]);
             self.reset_stack(usize::from(d));
@@ -2360,7 +2360,7 @@ impl<'p> Compiler<'p> {
             *live = true;
         } else {
             if align[i] {
-                self.f.align(32);
+                self.align_head(labels[i], true);
             }
             self.f.label(labels[i]);
         }
@@ -2390,6 +2390,20 @@ impl<'p> Compiler<'p> {
             }
             self.hint = None;
         }
+    }
+
+    /// Aligns a loop's head (at `head`, placed next) to 32 bytes. Where
+    /// the code before falls through into it (`falls`: javac's loops are
+    /// entered so, after their rotated test), the padding runs once per
+    /// entry: more than 8 bytes of it are two to four no-ops (vcode's
+    /// longest is 8 bytes), so a jump over them, one instruction, comes
+    /// first (StandardLent's doRx ran four no-ops a message above 56
+    /// bytes, after a change elsewhere moved its loop by a few bytes).
+    pub(super) fn align_head(&mut self, head: Label, falls: bool) {
+        if falls && (32 - self.f.code_offset() % 32) % 32 > 8 {
+            self.f.jmp(head);
+        }
+        self.f.align(32);
     }
 
     pub(super) fn reset_stack(&mut self, d: usize) {
