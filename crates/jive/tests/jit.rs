@@ -1367,3 +1367,35 @@ fn random_programs_run_out_of_fuel_where_the_interpreter_does() {
     );
     assert!(programs >= MIN_PROGRAMS && exhausted > 10_000);
 }
+
+/// `q = a / b; r = a % b` of the same operands in one straight run: the JIT
+/// divides once (`irem` as `a - q * b`, after the `idiv`'s checks), by a
+/// local (`Arith.divRem`) and by a static (`divRemStatic`); where the
+/// quotient goes into the divisor (`divRemIntoDivisor`) or a static is
+/// written between (`divRemStaticWritten`), it divides twice. The values
+/// and traps are `hotspot_cases_agree_on_both_engines`'.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_remainder_after_the_same_division_divides_once() {
+    let Some(bytes) = class_bytes("release8", "Arith") else {
+        return;
+    };
+    let jit = Applet::load_with_engine(&bytes, &Natives::new(), Limits::default(), Engine::Jit)
+        .unwrap_or_else(|e| panic!("Arith: {e}"));
+    assert_eq!(jit.engine(), Engine::Jit, "Arith on the JIT");
+    let listing = jit.native_listing().expect("a listing");
+    let idivs = |method: &str| {
+        let head = format!("; {method}(II)I");
+        listing
+            .lines()
+            .skip_while(|l| l.trim() != head)
+            .skip(1)
+            .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+            .filter(|l| l.contains("idiv"))
+            .count()
+    };
+    assert_eq!(idivs("divRem"), 1, "{listing}");
+    assert_eq!(idivs("divRemStatic"), 1, "{listing}");
+    assert_eq!(idivs("divRemIntoDivisor"), 2, "{listing}");
+    assert_eq!(idivs("divRemStaticWritten"), 2, "{listing}");
+}
