@@ -797,10 +797,17 @@ impl<'p> Compiler<'p> {
         let ra = self.reg_of(a, x);
         let rb = self.reg_of(b, y);
         let rq = self.reg_of(Val::Slot(q), y);
-        let t = r(y);
-        self.f.mul(t, rq, rb);
         let rd = self.dest();
-        self.f.sub(rd, ra, t);
+        if rd == rb && rd != ra && rd != rq {
+            // The result goes where `b` is (the home of `getstatic`'s
+            // entry): `imul rd, q; neg rd; add rd, a`, one move fewer.
+            self.f.mul(rd, rd, rq);
+            self.f.sub(rd, ra, rd);
+        } else {
+            let t = r(y);
+            self.f.mul(t, rq, rb);
+            self.f.sub(rd, ra, t);
+        }
         self.push_result(rd);
         true
     }
