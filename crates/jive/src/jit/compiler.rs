@@ -2599,7 +2599,18 @@ mod tests {
             if d < 2 {
                 continue;
             }
-            let near = [d, d - 1, d + 1, -d, -d + 1, -d - 1, 2 * d, -2 * d];
+            // Wrapping: the divisors reach `i32::MAX`, where `d + 1` and `2 * d`
+            // overflow (a panic in a debug build's test run).
+            let near = [
+                d,
+                d - 1,
+                d.wrapping_add(1),
+                -d,
+                -d + 1,
+                -d - 1,
+                d.wrapping_mul(2),
+                d.wrapping_mul(-2),
+            ];
             for n in edges
                 .into_iter()
                 .chain(near)
