@@ -489,6 +489,36 @@ struct CopyHost {
     out_of_line: u32,
 }
 
+impl CopyHost {
+    /// A host lending `area`, with a work bound no test reaches.
+    fn new(area: &std::sync::Arc<Area>) -> CopyHost {
+        CopyHost {
+            words: HostWords {
+                bound: 1 << 20,
+                area: jive::AreaWords::new(area.clone()).unwrap(),
+                ..HostWords::default()
+            },
+            area: area.clone(),
+            out_of_line: 0,
+        }
+    }
+}
+
+/// `LendingInline` loaded with `viaInline`'s `byte[]` (parameter 0)
+/// declared lent, on `engine`; `None` where its class file is missing.
+fn lending_inline(engine: Engine) -> Option<Applet> {
+    let bytes = common::class_bytes("default", "LendingInline")?;
+    let lent = LentParam {
+        method: "viaInline",
+        descriptor: "([BII)I",
+        param: 0,
+    };
+    let mut a =
+        Applet::load_lending(&bytes, &copy_natives(), Limits::default(), &[lent], None).unwrap();
+    a.set_engine(engine).unwrap();
+    Some(a)
+}
+
 /// `copyIn`'s fast form, which declines (so that out of line the closure
 /// runs), and the lender of its words.
 struct CopyIn;
@@ -546,28 +576,12 @@ fn an_inline_native_given_the_lent_array_reads_the_lent_bytes() {
     let msgs = [message(300), message(300).iter().map(|b| !b).collect()];
     let mut calls = Vec::new();
     for engine in engines() {
-        let Some(bytes) = common::class_bytes("default", "LendingInline") else {
+        let Some(mut a) = lending_inline(engine) else {
             return;
         };
-        let lent = LentParam {
-            method: "viaInline",
-            descriptor: "([BII)I",
-            param: 0,
-        };
-        let mut a = Applet::load_lending(&bytes, &copy_natives(), Limits::default(), &[lent], None)
-            .unwrap();
-        a.set_engine(engine).unwrap();
         let mut via = a.prepare_lending_lent::<CopyIn, 3>("viaInline", 0).unwrap();
         let area = Area::new(1024);
-        let mut host = CopyHost {
-            words: HostWords {
-                bound: 1 << 20,
-                area: jive::AreaWords::new(area.clone()).unwrap(),
-                ..HostWords::default()
-            },
-            area: area.clone(),
-            out_of_line: 0,
-        };
+        let mut host = CopyHost::new(&area);
         for (k, (aoff, len)) in [(0, 300), (5, 100), (17, 16), (0, 0), (299, 1)]
             .into_iter()
             .enumerate()
@@ -611,17 +625,9 @@ fn an_inline_native_given_the_lent_array_reads_the_lent_bytes() {
 #[test]
 fn a_lent_parameter_fixed_at_compile_time_is_checked_as_one_given_at_run_time() {
     for engine in engines() {
-        let Some(bytes) = common::class_bytes("default", "LendingInline") else {
+        let Some(mut a) = lending_inline(engine) else {
             return;
         };
-        let lent = LentParam {
-            method: "viaInline",
-            descriptor: "([BII)I",
-            param: 0,
-        };
-        let mut a = Applet::load_lending(&bytes, &copy_natives(), Limits::default(), &[lent], None)
-            .unwrap();
-        a.set_engine(engine).unwrap();
         // Parameters 1 and 2 are `int`s: refused as the index form refuses them.
         for r in [
             a.prepare_lending_lent_at::<CopyIn, 3, 1>("viaInline")
@@ -646,15 +652,7 @@ fn a_lent_parameter_fixed_at_compile_time_is_checked_as_one_given_at_run_time() 
         assert_eq!(at.param(), 0);
         let msg = message(64);
         let area = Area::new(256);
-        let mut host = CopyHost {
-            words: HostWords {
-                bound: 1 << 20,
-                area: jive::AreaWords::new(area.clone()).unwrap(),
-                ..HostWords::default()
-            },
-            area: area.clone(),
-            out_of_line: 0,
-        };
+        let mut host = CopyHost::new(&area);
         let mut seen = Vec::new();
         for k in 0..2 {
             // SAFETY: `msg` outlives the lend, which ends with the
