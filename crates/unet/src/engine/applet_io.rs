@@ -54,12 +54,14 @@ impl Invocation {
     /// are `free` (lent to the inline
     /// `getFreeBuffer`, which takes only entries that `layout` says are
     /// buffers: below the area's length, aligned to the buffer size),
-    /// pushing under `budgets` messages of at most `max_message` bytes.
+    /// whose buffer area is `area` (lent to the inline `doHtoLDMA` and
+    /// `doLtoHDMA`), pushing under `budgets` messages of at most
+    /// `max_message` bytes.
     #[inline]
     pub(super) fn new(
         rx: crate::shm::RxSlots,
         free: crate::shm::FreeSlots,
-        area: Option<crate::shm::AreaBytes>,
+        area: crate::shm::AreaBytes,
         layout: &Layout,
         budgets: &Budgets,
         max_message: u32,
@@ -68,9 +70,7 @@ impl Invocation {
         let below = u32::try_from(layout.area_len).unwrap_or(u32::MAX);
         let align = layout.config.buffer_size.wrapping_sub(1);
         let queue = jive::QueueWords::new(Arc::new(free), below, align).unwrap_or_default();
-        let area = area
-            .and_then(|a| jive::AreaWords::new(Arc::new(a)))
-            .unwrap_or_default();
+        let area = jive::AreaWords::new(Arc::new(area)).unwrap_or_default();
         Invocation {
             words: jive::HostWords {
                 work: 0,

@@ -76,7 +76,7 @@ impl Engine {
                 inv: Invocation::new(
                     rx_slots,
                     free_slots,
-                    Some(area.clone()),
+                    area.clone(),
                     &layout,
                     &io_budgets,
                     rx_framer.max_message,
