@@ -1046,6 +1046,31 @@ mod tests {
         }
     }
 
+    /// An area's view (`AreaBytes::view`, one comparison and `unsafe`) is
+    /// given up to the area's last byte and refused past it, whatever the
+    /// offset and length (an applet's `doTx` names them), with the area
+    /// itself refused where it does not lie in the segment.
+    #[test]
+    fn an_area_view_is_given_to_the_areas_last_byte_and_no_further() {
+        let seg = std::sync::Arc::new(super::Segment::create("unet-area-view", 4096).unwrap());
+        assert!(seg.area_bytes(1024, 3073).is_none(), "past the segment");
+        assert!(seg.area_bytes(usize::MAX, 1).is_none(), "offset overflows");
+        let area = seg.area_bytes(1024, 2048).unwrap();
+        seg.write_bytes(1024 + 2042, &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(area.view(2042, 6), Some(&[1, 2, 3, 4, 5, 6][..]));
+        assert_eq!(area.view(2048, 0).map(<[u8]>::len), Some(0));
+        assert_eq!(area.view(0, 2048).map(<[u8]>::len), Some(2048));
+        for (off, len) in [
+            (2043, 6),
+            (2049, 0),
+            (0, 2049),
+            (u32::MAX, 1),
+            (1, u32::MAX),
+        ] {
+            assert!(area.view(off, len).is_none(), "{off}+{len}");
+        }
+    }
+
     #[test]
     fn a_view_is_given_to_its_last_byte_and_no_further() {
         let seg = super::Segment::create("unet-view-range", 4096).unwrap();
