@@ -1424,7 +1424,8 @@ impl Endpoint {
                     return None;
                 }
                 EmptyPoll::Inbox(engine, port, me) => {
-                    if !self.recv_ref_inbox(engine, port, me) {
+                    if !Self::recv_ref_inbox(engine, port, me) {
+                        self.poll_expected();
                         return None;
                     }
                     // The look again after the drain, here: an inline
@@ -1518,22 +1519,19 @@ impl Endpoint {
     /// the thread's token read again ([`Engine::drive_rx_inbox`]), and
     /// without its look again: whether the engine's work ran, for the
     /// caller to look ([`Endpoint::look_again`] once it did, inline in
-    /// `recv_ref`, the rest in [`Endpoint::recv_ref_worked`]), after
+    /// `recv_ref`, the rest in [`Endpoint::recv_ref_worked`]) or call
     /// [`Endpoint::poll_expected`] if it did not. Its answer a `bool` in a
     /// register: an `Option<Taken>` came back through memory (its four
     /// fields stored here and loaded by the caller, with the tests of its
     /// tag on both sides). The engine and the port are the caller's, found
     /// by its `empty_poll` (not looked for in `direct` again: its test and
     /// loads here, 2 instructions a message, `xthr_count` recv, lent,
-    /// 40 B, bursts of 1 and 25), and `self` shared: the drain and
-    /// `poll_expected` write nothing of the endpoint's own.
+    /// 40 B, bursts of 1 and 25), and no `self`: with `poll_expected` here
+    /// the endpoint's address was kept on the stack across the drain for
+    /// it (6 instructions a message there, 40 B, bursts of 1).
     #[inline(never)]
-    fn recv_ref_inbox(&self, engine: &Engine, port: &Port, me: Me) -> bool {
-        let worked = engine.drive_rx_inbox(port, me) != 0;
-        if !worked {
-            self.poll_expected();
-        }
-        worked
+    fn recv_ref_inbox(engine: &Engine, port: &Port, me: Me) -> bool {
+        engine.drive_rx_inbox(port, me) != 0
     }
 
     /// [`Endpoint::look_again`] once the engine's work ran, for
