@@ -1539,7 +1539,7 @@ impl Engine {
         }
         // Nothing queued before it (a corrupt index too is left to the
         // queue's own pass, which counts it).
-        if !matches!(tx.tx.available(), Ok(0)) {
+        if !tx.tx.is_empty_now() {
             return None;
         }
         let Framer {
