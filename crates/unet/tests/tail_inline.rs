@@ -452,8 +452,9 @@ fn the_standard_applets_tail_push_makes_no_call() {
 /// array and its offset of 0 with one 8-byte store of the array's
 /// register into `TailWords::array` (the `off` after it written with the
 /// register's zero upper half), and no store of its own into `off`, where
-/// the array's 4 bytes and an immediate 0 into `off` were two stores.
-/// (x86-64: the listing is its disassembly.)
+/// the array's 4 bytes and an immediate 0 into `off` were two stores; and
+/// its checks compare the lent words in memory. (x86-64: the listing is
+/// its disassembly.)
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
@@ -518,5 +519,16 @@ fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
     assert!(
         !way.iter().any(|(m, o)| m == "mov" && o.contains(&off)),
         "no store of its own into the offset: {way:?}"
+    );
+    // Its checks of the lent words compare each where it lies (vcode's
+    // `MemCompare`), not loaded first: the channel, the largest message,
+    // the frames, the bytes, the frame's room and the budget's bound.
+    let in_memory = way
+        .iter()
+        .filter(|(m, o)| m == "cmp" && o.contains('['))
+        .count();
+    assert!(
+        in_memory >= 6,
+        "{in_memory} compares with a word in memory: {way:?}"
     );
 }
