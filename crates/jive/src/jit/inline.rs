@@ -628,8 +628,8 @@ impl Compiler<'_> {
         let end = Reg::<UL>::phys(x);
         self.f.add(end, ix(ro), ix(rl));
         let area = Reg::<UL>::phys(y);
-        self.f.ld(area, words, W_AREA_LEN);
-        self.f.bgt(end, area, rare);
+        self.f
+            .bcmp_mem(C::Gt, end, (words, W_AREA_LEN as i32), area, rare);
         // The array: its entry's second word holds its length (bits
         // 0-31) and whether its elements are bytes (bits 40-47). The
         // entry goes into W where the length is in a home of its own (W
@@ -915,8 +915,8 @@ impl Compiler<'_> {
         );
         // The room: `len` is below 2^31 here (the largest message's check).
         let room = Reg::<UL>::phys(y);
-        self.f.ld(room, words, W_FRAME_ROOM);
-        self.f.bgt(ix(rl), room, rare);
+        self.f
+            .bcmp_mem(C::Gt, ix(rl), (words, W_FRAME_ROOM as i32), room, rare);
         let count = Reg::<UL>::phys(y);
         self.units_after(count, Reg::<UL>::phys(x), rl, words, rare);
         // Every check passed: the counts, the frame's length, and no
