@@ -446,3 +446,89 @@ fn the_standard_applets_tail_push_makes_no_call() {
         "the eager push writes its frame and jumps before a call: {moves} moves, {lengths} lengths, in {way:?}"
     );
 }
+
+/// The lent standard applet's `doTx` (`txPush(msg, 0, channel, length)`,
+/// its array a parameter in a register) records the deferred message's
+/// array and its offset of 0 with one 8-byte store of the array's
+/// register into `TailWords::array` (the `off` after it written with the
+/// register's zero upper half), and no store of its own into `off`, where
+/// the array's 4 bytes and an immediate 0 into `off` were two stores; and
+/// its checks compare the lent words in memory. (x86-64: the listing is
+/// its disassembly.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
+    if !jive::jit::available() {
+        return;
+    }
+    let net = LoopNet::new();
+    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+    let a = e
+        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
+        .unwrap();
+    let listing = e
+        .with_applet(a.id(), |ap| ap.native_listing())
+        .unwrap()
+        .expect("a listing");
+    // doTx's instructions (mnemonic, operands), to the deferring way's
+    // jump to the push's end.
+    let insns: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("; doTx("))
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+        .filter(|l| !l.trim().starts_with(';'))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().skip(2);
+            let m = f.next()?.to_string();
+            Some((m, f.collect::<Vec<_>>().join(" ")))
+        })
+        .collect();
+    let jump = insns
+        .iter()
+        .position(|(m, _)| m == "jmp")
+        .expect("the deferring way's jump");
+    let way = &insns[..jump];
+    let tail = core::mem::offset_of!(jive::HostWords, tail);
+    // A displacement as the listing writes it: hex, with a leading 0
+    // before a letter.
+    let disp = |n: usize| {
+        let h = format!("{n:X}");
+        if h.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            format!("+0{h}h]")
+        } else {
+            format!("+{h}h]")
+        }
+    };
+    let array = disp(tail + core::mem::offset_of!(jive::TailWords, array)) + ",";
+    let off = disp(tail + core::mem::offset_of!(jive::TailWords, off));
+    // A 64-bit register: `r8`..`r15` without a width suffix, or `rax`..
+    let wide = |r: &str| {
+        r.strip_prefix('r').is_some_and(|n| {
+            n.parse::<u8>().is_ok() || ["ax", "bx", "cx", "dx", "si", "di"].contains(&n)
+        })
+    };
+    let stores: Vec<&(String, String)> = way
+        .iter()
+        .filter(|(m, o)| m == "mov" && o.contains(&array))
+        .collect();
+    assert!(
+        stores.len() == 1 && wide(stores[0].1.rsplit(',').next().unwrap()),
+        "one 8-byte store of the array's register: {way:?}"
+    );
+    assert!(
+        !way.iter().any(|(m, o)| m == "mov" && o.contains(&off)),
+        "no store of its own into the offset: {way:?}"
+    );
+    // Its checks of the lent words compare each where it lies (vcode's
+    // `MemCompare`), not loaded first: the channel, the largest message,
+    // the frames, the bytes, the frame's room and the budget's bound.
+    let in_memory = way
+        .iter()
+        .filter(|(m, o)| m == "cmp" && o.contains('['))
+        .count();
+    assert!(
+        in_memory >= 6,
+        "{in_memory} compares with a word in memory: {way:?}"
+    );
+}

@@ -2161,6 +2161,109 @@ impl<B: Backend> LocalCompare for Func<B> {
     }
 }
 
+// -- Compare with a word in memory (added for the jive JIT's inline natives) ------
+
+/// A conditional branch comparing a register, or an immediate, with a word
+/// in memory (added for the jive JIT's inline natives, whose every check of
+/// a lent budget compares a count with a bound loaded for that compare
+/// alone): natively one `cmp` with a memory operand and the `jcc`, where a
+/// load, the `cmp` and the `jcc` were three instructions; portably the load
+/// into the caller's scratch register `t` and the core branch. Integer
+/// types of 4 or 8 bytes take the native form; narrower ones the portable.
+pub trait MemCompare {
+    /// Branch to `l` if `a c *(base + disp)` (`c` as in `blt`.. `bne`:
+    /// signed for signed types; the word of `T`'s width). `t` is
+    /// clobbered on the portable form only.
+    fn bcmp_mem<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        a: Reg<T>,
+        at: (Reg<P>, i32),
+        t: Reg<T>,
+        l: crate::Label,
+    );
+    /// Branch to `l` if `*(base + disp) c imm` (as [`MemCompare::bcmp_mem`];
+    /// `imm` sign-extended to a 64-bit type's width, as the core branch's
+    /// immediate is).
+    fn bcmp_mem_imm<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        at: (Reg<P>, i32),
+        imm: i32,
+        t: Reg<T>,
+        l: crate::Label,
+    );
+}
+
+/// The core branch `a c b` of [`MemCompare`]'s portable form.
+fn bcmp_core<B: Backend, T: crate::Int>(
+    f: &mut Func<B>,
+    c: crate::backend::Cond,
+    a: Reg<T>,
+    b: Operand<T>,
+    l: crate::Label,
+) {
+    use crate::backend::Cond::*;
+    match c {
+        Lt => f.blt(a, b, l),
+        Le => f.ble(a, b, l),
+        Gt => f.bgt(a, b, l),
+        Ge => f.bge(a, b, l),
+        Eq => f.beq(a, b, l),
+        Ne => f.bne(a, b, l),
+    }
+}
+
+impl<B: Backend> MemCompare for Func<B> {
+    fn bcmp_mem<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        a: Reg<T>,
+        (base, disp): (Reg<P>, i32),
+        t: Reg<T>,
+        l: crate::Label,
+    ) {
+        const NAME: &str = "bcmp_mem";
+        self.check_regs(NAME, &[(false, a.num()), (false, base.num())]);
+        let ty = <T as Type>::TY;
+        if ty.size() >= 4
+            && let Some(x) = self.backend().x86()
+        {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 24);
+            x.branch_mem(c, ty, Some(a.num()), (base.num(), disp), 0, l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.ld(t, base, i64::from(disp));
+        bcmp_core(self, c, a, Operand::Reg(t), l);
+    }
+
+    fn bcmp_mem_imm<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        (base, disp): (Reg<P>, i32),
+        imm: i32,
+        t: Reg<T>,
+        l: crate::Label,
+    ) {
+        const NAME: &str = "bcmp_mem_imm";
+        self.check_regs(NAME, &[(false, base.num())]);
+        let ty = <T as Type>::TY;
+        if ty.size() >= 4
+            && let Some(x) = self.backend().x86()
+        {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 24);
+            x.branch_mem(c, ty, None, (base.num(), disp), imm, l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.ld(t, base, i64::from(disp));
+        bcmp_core(self, c, t, Operand::Imm(i64::from(imm)), l);
+    }
+}
+
 /// An atomic exchange on shared memory, for generated code that follows a
 /// protocol with another thread or process through a word they both
 /// write (idl's shared-memory channel posts requests and replies with it).

@@ -2606,6 +2606,36 @@ impl X64 {
         self.jump_to(c as u8, Some(jcc(c, ty.is_signed())), label);
     }
 
+    /// `cmp r, [base + disp]; jcc label` (`r` given), or `cmp [base +
+    /// disp], imm; jcc label` (`r` none), for an integer type of 4 or 8
+    /// bytes ([`MemCompare`](crate::ext::MemCompare)).
+    pub(crate) fn branch_mem(
+        &mut self,
+        c: Cond,
+        ty: Ty,
+        r: Option<u8>,
+        (base, disp): (u8, i32),
+        imm: i32,
+        label: u32,
+    ) {
+        let w = ty.is_64();
+        match r {
+            // cmp r, r/m (3b /r)
+            Some(r) => self.rm(0, w, 0x3b, 1, r, base, None, disp, false),
+            None if (-128..=127).contains(&imm) => {
+                // cmp r/m, imm8 (83 /7 ib)
+                self.rm(0, w, 0x83, 1, 7, base, None, disp, false);
+                self.buf.put1(imm as u8);
+            }
+            None => {
+                // cmp r/m, imm32 (81 /7 id)
+                self.rm(0, w, 0x81, 1, 7, base, None, disp, false);
+                self.buf.put4(imm as u32);
+            }
+        }
+        self.jump_to(c as u8, Some(jcc(c, ty.is_signed())), label);
+    }
+
     /// `sqrtss`/`sqrtsd rd, rs`.
     #[inline(always)]
     pub fn sqrt(&mut self, ty: Ty, rd: u8, rs: u8) {

@@ -9,10 +9,16 @@
 //! imm8/imm32 boundary; nothing outside the 16 bytes or the word changes.
 //! `Exit`'s `st_imm32` and `ret_zero` (the JIT's return to the host) the
 //! same way: the 32-bit word stored and nothing else, and 0 returned
-//! whatever the scratch register held.
+//! whatever the scratch register held. `bcmp_mem`/`bcmp_mem_imm` (trait
+//! `MemCompare`: `cmp` with a memory operand and the `jcc`) the same way,
+//! against a Rust model of the comparison, for every condition and the
+//! four integer types of 4 and 8 bytes.
 
-use vcode::ext::{Exit, MemAdd, Move16};
-use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
+use vcode::backend::Cond;
+use vcode::ext::{Exit, MemAdd, MemCompare, Move16};
+use vcode::{
+    Backend, Class, Func, I, Int, Invoke, L, Leaf, P, Reference, Reg, Ty, Type, U, UL, Value, X64,
+};
 
 fn call(code: &(impl Invoke + ?Sized), args: &[Value]) {
     // SAFETY: the functions read and write only the buffers the tests pass,
@@ -464,4 +470,139 @@ fn exit_with_a_value_writes_the_epilogue_in_place() {
             );
         }
     }
+}
+
+/// `f(p, a, _)`: `bcmp_mem(c, a, (p', disp), t)` (or `bcmp_mem_imm(c,
+/// (p', disp), imm, t)`) of type `T`, with `p` first moved into the `k`-th
+/// register claimed after the parameters and the scratch `t`; returns 1
+/// if it branched, 0 if not.
+fn comparer<B: Backend, T: Int>(
+    native: bool,
+    k: usize,
+    c: Cond,
+    disp: i32,
+    imm: Option<i32>,
+) -> Option<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let ps = f.lambda("%p%ul", Leaf::No).unwrap();
+    let (base, v) = (ps.get::<P>(0).unwrap(), ps.get::<UL>(1).unwrap());
+    let t = f.getreg::<T>(Class::Temp).ok()?;
+    let b = claim_kth(&mut f, k)?;
+    f.mov(b, base);
+    let a = Reg::<T>::phys(v.num());
+    let yes = f.genlabel();
+    match imm {
+        Some(i) => f.bcmp_mem_imm(c, (b, disp), i, t, yes),
+        None => f.bcmp_mem(c, a, (b, disp), t, yes),
+    }
+    let out = Reg::<UL>::phys(t.num());
+    f.set(out, 0u64);
+    f.ret(out);
+    f.label(yes);
+    f.set(out, 1u64);
+    f.ret(out);
+    match f.end() {
+        Ok(c) => Some(c),
+        Err(e) if native => panic!("{e}"),
+        Err(_) => None,
+    }
+}
+
+/// Whether `a c b` holds for type `ty` (its width and signedness) on the
+/// low bits of `a` and `b`.
+fn holds(ty: Ty, c: Cond, a: u64, b: u64) -> bool {
+    let (a, b): (i128, i128) = match ty {
+        Ty::I => (i128::from(a as i32), i128::from(b as i32)),
+        Ty::U => (i128::from(a as u32), i128::from(b as u32)),
+        Ty::L => (i128::from(a as i64), i128::from(b as i64)),
+        _ => (i128::from(a), i128::from(b)),
+    };
+    match c {
+        Cond::Lt => a < b,
+        Cond::Le => a <= b,
+        Cond::Gt => a > b,
+        Cond::Ge => a >= b,
+        Cond::Eq => a == b,
+        Cond::Ne => a != b,
+    }
+}
+
+/// `bcmp_mem` and `bcmp_mem_imm` of type `T` against [`holds`], natively
+/// and on the reference backend, with the base in every allocatable
+/// register, displacements across the disp8/disp32 boundary, immediates
+/// across the imm8/imm32 boundary and values at the width's and the
+/// sign's edges, the word beside the compared one never equal to it.
+fn compares_as_the_core_branch<T: Int>() {
+    let ty = <T as Type>::TY;
+    let values = [
+        0u64,
+        1,
+        0x7fff_ffff,
+        0x8000_0000,
+        0xffff_ffff,
+        1 << 40,
+        0x8000_0000_0000_0000,
+        u64::MAX,
+    ];
+    for k in 0..claimable::<X64>() {
+        for c in [Cond::Lt, Cond::Le, Cond::Gt, Cond::Ge, Cond::Eq, Cond::Ne] {
+            for disp in [0, -8, 127, 128, -1000] {
+                for imm in [
+                    None,
+                    Some(0),
+                    Some(1),
+                    Some(-1),
+                    Some(127),
+                    Some(128),
+                    Some(-129),
+                    Some(i32::MIN),
+                ] {
+                    let native = comparer::<X64, T>(true, k, c, disp, imm);
+                    let reference = comparer::<Reference, T>(false, k, c, disp, imm);
+                    for (code, what) in built(&native, &reference) {
+                        for &a in &values {
+                            for &m in &values {
+                                // A 32-bit type's register holds its value
+                                // zero-extended, as vcode keeps one.
+                                let a = if ty.is_64() { a } else { u64::from(a as u32) };
+                                let mut mem = vec![0x5au8; 2400];
+                                let at = (1200 + disp) as usize;
+                                mem[at..at + 8].copy_from_slice(&m.to_le_bytes());
+                                let got = call_value(
+                                    code,
+                                    &[
+                                        Value::P(mem.as_mut_ptr().wrapping_add(1200) as usize),
+                                        Value::UL(a),
+                                    ],
+                                );
+                                let want = match imm {
+                                    Some(i) => holds(ty, c, m, i64::from(i) as u64),
+                                    None => holds(ty, c, a, m),
+                                };
+                                assert_eq!(
+                                    got,
+                                    Value::UL(u64::from(want)),
+                                    "{what} {ty:?} k={k} {c:?} disp={disp} imm={imm:?} a={a:#x} m={m:#x}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn call_value(code: &(impl Invoke + ?Sized), args: &[Value]) -> Value {
+    // SAFETY: the function reads one word of the buffer the test passes,
+    // inside its bounds.
+    unsafe { code.invoke(args) }.unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn bcmp_mem_branches_as_a_load_and_the_core_branch() {
+    compares_as_the_core_branch::<UL>();
+    compares_as_the_core_branch::<L>();
+    compares_as_the_core_branch::<U>();
+    compares_as_the_core_branch::<I>();
 }
