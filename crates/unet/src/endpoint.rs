@@ -167,10 +167,13 @@ pub struct MessageRef<'a> {
 }
 
 /// A message [`Endpoint::recv_ref_slow`] took, for `recv_ref` to make
-/// its [`MessageRef`]: 16 bytes, so that it comes back in two registers
+/// its [`MessageRef`]: 16 bytes, made so to come back in two registers
 /// (a `MessageRef` came back through memory, and the caller's short path,
 /// joined with it, built its own inline message's there too: some 15
-/// instructions per message).
+/// instructions per message). With rustc 1.95 an `Option<Taken>` still
+/// comes back through memory, its four fields stored and loaded again,
+/// which is why the applet's receive ([`Endpoint::recv_ref_inbox`])
+/// answers with a `bool` and `recv_ref` looks at the front itself.
 #[derive(Clone, Copy)]
 struct Taken {
     len: u32,
