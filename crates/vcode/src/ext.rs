@@ -2148,15 +2148,7 @@ impl<B: Backend> LocalCompare for Func<B> {
             return self.fail(NAME, NO_TEMP);
         };
         self.ld_local(t, loc);
-        use crate::backend::Cond::*;
-        match c {
-            Lt => self.blt(a, t, l),
-            Le => self.ble(a, t, l),
-            Gt => self.bgt(a, t, l),
-            Ge => self.bge(a, t, l),
-            Eq => self.beq(a, t, l),
-            Ne => self.bne(a, t, l),
-        }
+        bcmp_core(self, c, a, Operand::Reg(t), l);
         self.putreg(t);
     }
 }
@@ -2195,7 +2187,8 @@ pub trait MemCompare {
     );
 }
 
-/// The core branch `a c b` of [`MemCompare`]'s portable form.
+/// The core branch `a c b` of the portable forms of [`MemCompare`] and
+/// [`LocalCompare`].
 fn bcmp_core<B: Backend, T: crate::Int>(
     f: &mut Func<B>,
     c: crate::backend::Cond,
