@@ -16,7 +16,8 @@
 //! python3 scripts/lines.py /tmp/ll.<pid> target/release/examples/loop_lines 512
 //! ```
 //!
-//! Arguments: `unet`, `std` (the standard applet) or `ring`, the message size, the number of round
+//! Arguments: `unet`, `std` (the standard applet), `lent` (the lent standard
+//! applet, `unet::applets::STANDARD_LENT`) or `ring`, the message size, the number of round
 //! trips counted (512 by default: twice the receive queue's depth, so
 //! that every slot is used equally often), after as many again of
 //! warm-up (at least 300, so that every slot has been used once). The
@@ -100,7 +101,8 @@ fn main() {
     match which {
         "unet" => unet(None, size, warm, n),
         "std" => unet(Some(unet::applets::STANDARD), size, warm, n),
+        "lent" => unet(Some(unet::applets::STANDARD_LENT), size, warm, n),
         "ring" => ring(size, warm, n),
-        _ => panic!("unet, std or ring"),
+        _ => panic!("unet, std, lent or ring"),
     }
 }
