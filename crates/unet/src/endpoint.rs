@@ -837,6 +837,24 @@ impl Endpoint {
                 max: self.max_message,
             });
         }
+        self.alloc_within(len)
+    }
+
+    /// [`Endpoint::alloc`] of a length its caller has compared with
+    /// `max_message` already, through the same `&mut self` (nothing
+    /// changes the field between): [`Endpoint::send_applet_body`], whose
+    /// callers each make that test to choose it. Made a second time, the
+    /// test was 3 instructions of every message to an applet's `doTx`,
+    /// and LLVM allocated the rest of the body's registers worse around
+    /// its error's way: without it, xthr_count `LENT=1` send 636.0 ->
+    /// 625.0 a message (40 B, burst 1; every send row -11), `unet-count`
+    /// standard-lent-40 -9.0, though the copied `doTx`'s standard-40 +2.0
+    /// (its registers). A longer `len` would only be refused further on:
+    /// by the region's bounds here and the segment's in the copy, and by
+    /// the engine's own `max_message`.
+    #[inline]
+    fn alloc_within(&mut self, len: usize) -> Result<(u32, u64), SendError> {
+        debug_assert!(len <= self.max_message, "alloc_within past max_message");
         let need = alloc_need(len);
         let pos = self.alloc_pos;
         if pos + need <= self.look_at && self.alloc_head + need - self.alloc_tail <= self.region {
@@ -987,6 +1005,9 @@ impl Endpoint {
     /// still goes through the queue with its status. An application that
     /// reads each message's status pushes descriptors itself
     /// ([`Endpoint::push_tx`], or after [`Endpoint::set_drive`]`(false)`).
+    ///
+    /// `msg` is at most `max_message` bytes: each caller tests that to
+    /// come here ([`Endpoint::alloc_within`]).
     #[inline(never)]
     fn send_applet(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         self.send_applet_body(chan, msg.len(), |buf| crate::shm::copy_small(buf, msg))
@@ -996,7 +1017,7 @@ impl Endpoint {
     /// [`Endpoint::send_with`]'s `fill` writes in the transmit region
     /// itself, where `doTx` reads it: no private buffer zeroed, filled and
     /// copied. One copy for each caller's `fill`, compiled with the
-    /// caller.
+    /// caller. `len` is at most `max_message`, as for `send_applet`.
     #[inline(never)]
     fn send_applet_with(
         &mut self,
@@ -1021,7 +1042,8 @@ impl Endpoint {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
-        let (off, end) = self.alloc(len)?;
+        // Each caller has tested `len <= max_message` to come here.
+        let (off, end) = self.alloc_within(len)?;
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
         if let Some((engine, port)) = &self.direct
