@@ -549,6 +549,20 @@ impl ShmQueue<RxDesc> {
         }
     }
 
+    /// The first buffer offset of the receive descriptor in `slot`, read
+    /// once (volatile) into private memory, as
+    /// [`ShmQueue::read_rx_first_offset`] reads it, for a consumer that
+    /// holds the slot from [`crate::ring::Consumer::take_sealed_with`]
+    /// (its address not worked out again).
+    #[inline(always)]
+    pub fn rx_first_offset(&self, slot: RxSlot<'_>) -> u32 {
+        let p = slot.0;
+        // SAFETY: as for `rx_fixed`; the first 4 bytes of the slot's `data`
+        // field, at byte 8 of a 64-byte aligned slot (so aligned for a
+        // `u32`), valid for any bits.
+        u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
+    }
+
     /// Writes a receive descriptor naming `offsets` (at most
     /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` as item `n`
     /// (wrapping) of this receive queue, in place in its slot: its fixed
