@@ -1441,7 +1441,7 @@ impl Endpoint {
                 });
             }
             if nbufs == 1
-                && let Some(off) = self.take_one_buffer_inline(i, len, guess)
+                && let Some(off) = self.take_one_buffer(i, len, guess)
             {
                 return Some(MessageRef {
                     ep: self,
@@ -1522,6 +1522,25 @@ impl Endpoint {
     fn rx_front(&mut self) -> Option<(u32, u32, u16, u8)> {
         let (i, (len, chan, nbufs)) = self.rx.take_sealed_with(|q, i| q.rx_fixed(i))?;
         Some((i, len, chan, nbufs))
+    }
+
+    /// [`Endpoint::rx_front`] that also reads the descriptor's first
+    /// buffer offset (for a descriptor of one buffer, all it holds past
+    /// its fixed part; for any other, bytes that go unused), in the same
+    /// look at the slot: for `take_front`, the out-of-line receive calls'
+    /// look, where reading it apart ([`Endpoint::take_one_buffer`]) worked
+    /// the slot's address out again after the seal's load (`xthr_count`
+    /// recv, lent, 4096 B, bursts of 1: 1134.5 to 1127.5 instructions a
+    /// message; read only for a count of one, 1130.5). Not for
+    /// `recv_ref`'s short path, where the load is one more for an inline
+    /// message.
+    #[inline(always)]
+    fn rx_front_first(&mut self) -> Option<(u32, u32, u16, u8, u32)> {
+        let (i, (len, chan, nbufs, first)) = self.rx.take_sealed_with(|q, s| {
+            let (len, chan, nbufs) = q.rx_fixed(s);
+            (len, chan, nbufs, q.rx_first_offset(s))
+        })?;
+        Some((i, len, chan, nbufs, first))
     }
 
     /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
@@ -1612,10 +1631,12 @@ impl Endpoint {
 
     /// The front message of the queue, its descriptor's fixed part copied
     /// once and checked here; descriptors that are not well formed are
-    /// counted and passed; `None` once nothing is sealed.
+    /// counted and passed; `None` once nothing is sealed. A descriptor of
+    /// one buffer has its offset read with the fixed part, from the slot
+    /// the seal's test found ([`Endpoint::rx_front_first`]).
     #[inline(always)]
     fn take_front(&mut self) -> Option<Taken> {
-        while let Some((i, len, chan, nbufs)) = self.rx_front() {
+        while let Some((i, len, chan, nbufs, first)) = self.rx_front_first() {
             if nbufs == 0 {
                 if len as usize <= INLINE_MAX {
                     return Some(Taken {
@@ -1629,7 +1650,7 @@ impl Endpoint {
                 continue;
             }
             if nbufs == 1 {
-                if let Some(off) = self.take_one_buffer(i, len) {
+                if let Some(off) = self.take_buffer_at(len, first, None) {
                     return Some(Taken {
                         len,
                         chan,
@@ -1655,24 +1676,29 @@ impl Endpoint {
     /// offset if the descriptor is well formed, else `None` with it
     /// counted. One buffer, the common case above `INLINE_MAX`: of the
     /// descriptor only its offset is copied, and it is checked as
-    /// `well_formed` checks one buffer. The slot is freed either way. Out
-    /// of line, called from `recv_ref`'s short path and from
-    /// `recv_ref_slow` with the fixed part they read (not read again), its
-    /// answer in registers.
-    #[inline(never)]
-    fn take_one_buffer(&mut self, i: u32, len: u32) -> Option<u32> {
-        self.take_one_buffer_inline(i, len, None)
+    /// `well_formed` checks one buffer. The slot is freed either way.
+    /// `guess`: the expected free-queue entry ([`Endpoint::took_buffer`])
+    /// if the caller read it.
+    ///
+    /// Inlined into `recv_ref`'s short path and into `take_front` (the
+    /// out-of-line receive calls' look), each with the fixed part it read
+    /// (not read again): as a call in `recv_ref`, its frame (three saved
+    /// registers), the call and the answer's return were some 10
+    /// instructions of the 57-byte message's path (`unet-count` path-57);
+    /// as a call in `take_front`, 16 a message where a receiver's empty
+    /// poll drives the engine and finds its message in a buffer
+    /// (`xthr_count` recv, lent, 4096 B, bursts of 1: 1150.5 to 1134.5).
+    #[inline(always)]
+    fn take_one_buffer(&mut self, i: u32, len: u32, guess: Option<u32>) -> Option<u32> {
+        let off = self.rx.mem().read_rx_first_offset(i);
+        self.take_buffer_at(len, off, guess)
     }
 
-    /// [`Endpoint::take_one_buffer`]'s body, inlined into `recv_ref`'s
-    /// short path: as a call there, its frame (three saved registers), the
-    /// call and the answer's return were some 10 instructions of the
-    /// 57-byte message's path (`unet-count` path-57). `guess`: the
-    /// expected free-queue entry ([`Endpoint::took_buffer`]) if the caller
-    /// read it.
+    /// [`Endpoint::take_one_buffer`] with the descriptor's offset `off`
+    /// read already ([`Endpoint::rx_front_first`]): the front slot freed,
+    /// `off` checked and taken or the descriptor counted.
     #[inline(always)]
-    fn take_one_buffer_inline(&mut self, i: u32, len: u32, guess: Option<u32>) -> Option<u32> {
-        let off = self.rx.mem().read_rx_first_offset(i);
+    fn take_buffer_at(&mut self, len: u32, off: u32, guess: Option<u32>) -> Option<u32> {
         self.rx.advance();
         if len != 0 && len <= self.layout.config.buffer_size && self.layout.is_buffer(off) {
             self.took_buffer(len, off, guess);

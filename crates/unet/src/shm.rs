@@ -392,6 +392,12 @@ pub struct ShmQueue<T> {
     /// The producer and consumer indices, checked once in `new`.
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
+    /// Slot 0, in the mapping (checked once in `new`): a slot's address is
+    /// this and the index, not the mapping's base loaded through `seg`
+    /// and the layout's offset added each time (3 instructions of every
+    /// slot's address; a receiver works out its front slot's twice a
+    /// message, `xthr_count` recv and `unet-count`'s paths).
+    slots: NonNull<T>,
     _items: core::marker::PhantomData<fn() -> T>,
 }
 
@@ -409,14 +415,17 @@ impl<T> Clone for ShmQueue<T> {
             q: self.q,
             head: self.head,
             tail: self.tail,
+            slots: self.slots,
             _items: core::marker::PhantomData,
         }
     }
 }
 
 // SAFETY: the pointers point into `seg`'s mapping, which the queue keeps
-// alive; they are only turned into shared references to atomics. `T` is
-// only a marker (no `T` is owned).
+// alive; the indices' are only turned into shared references to atomics,
+// and `slots` is only the base of the slots' addresses, whose accesses
+// (volatile, or to atomics) are the queue's protocol's, as with the
+// mapping's base it stands for. `T` is only a marker (no `T` is owned).
 unsafe impl<T> Send for ShmQueue<T> {}
 // SAFETY: as for `Send`.
 unsafe impl<T> Sync for ShmQueue<T> {}
@@ -459,11 +468,15 @@ impl<T> ShmQueue<T> {
         }
         let head = NonNull::from(seg.atomic(q.head()));
         let tail = NonNull::from(seg.atomic(q.tail()));
+        // SAFETY: the slots lie in the segment (`end <= seg.len`, checked
+        // above), so their start is inside the mapping.
+        let slots = unsafe { seg.base.add(q.slots()) }.cast::<T>();
         Ok(ShmQueue {
             seg,
             q,
             head,
             tail,
+            slots,
             _items: core::marker::PhantomData,
         })
     }
@@ -473,15 +486,8 @@ impl<T> ShmQueue<T> {
         debug_assert!(i < self.q.depth);
         // SAFETY: the pointer arithmetic stays in the mapping: `i < depth`
         // (callers mask the index) and `new` checked that every slot of
-        // `size_of::<T>()` bytes lies in the segment.
-        unsafe {
-            self.seg
-                .base
-                .as_ptr()
-                .add(self.q.slots())
-                .cast::<T>()
-                .add(i as usize)
-        }
+        // `size_of::<T>()` bytes lies in the segment, from `slots` on.
+        unsafe { self.slots.as_ptr().add(i as usize) }
     }
 }
 
@@ -547,6 +553,20 @@ impl ShmQueue<RxDesc> {
                 (&raw const (*p).nbufs).read_volatile(),
             )
         }
+    }
+
+    /// The first buffer offset of the receive descriptor in `slot`, read
+    /// once (volatile) into private memory, as
+    /// [`ShmQueue::read_rx_first_offset`] reads it, for a consumer that
+    /// holds the slot from [`crate::ring::Consumer::take_sealed_with`]
+    /// (its address not worked out again).
+    #[inline(always)]
+    pub fn rx_first_offset(&self, slot: RxSlot<'_>) -> u32 {
+        let p = slot.0;
+        // SAFETY: as for `rx_fixed`; the first 4 bytes of the slot's `data`
+        // field, at byte 8 of a 64-byte aligned slot (so aligned for a
+        // `u32`), valid for any bits.
+        u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
     }
 
     /// Writes a receive descriptor naming `offsets` (at most
