@@ -2065,8 +2065,9 @@ impl<B: Backend> Exit for Func<B> {
                 ),
             );
         }
-        let room = X64::inline_epilogue_room(self.used_callee_saved());
+        let saves = self.used_callee_saved();
         if let Some(x) = self.backend().x86() {
+            let room = x.inline_epilogue_room(saves);
             x.insn(NAME);
             x.buf.reserve(NAME, 16 + room);
             x.ret_zero_with(NAME, v, to.num(), room);

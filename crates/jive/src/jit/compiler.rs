@@ -233,6 +233,15 @@ impl<'p> Compiler<'p> {
         // `rbx`, which an `asm!` block cannot name, the entry still saves.
         f.set_config(entry_config());
         f.name(format!("jive:{}", prog.info.name));
+        // A program whose methods call no method (no `jal`, the one
+        // instruction that moves the stack pointer in the code's body) is
+        // framed from the stack pointer (vcode's `frame_from_sp`: no
+        // `push rbp; mov rbp, rsp` and `leave`, two instructions fewer an
+        // invocation), with room for its locals: the fixed ones below,
+        // and a pair for each array fact (`fact_slot`: at most one per
+        // local of a method).
+        let uses = Uses::of(prog);
+        f.frame_from_sp((!uses.calls).then(|| frame_locals_bound(prog)));
         // The context, and the method's index as a machine word (the
         // jump table's index without a widening).
         let params = f.lambda("%p%ul", Leaf::No).map_err(cg)?;
@@ -261,7 +270,6 @@ impl<'p> Compiler<'p> {
             trap: [f.local(), f.local(), f.local()],
             tmp: [f.local(), f.local(), f.local(), f.local()],
         };
-        let uses = Uses::of(prog);
         // The context: in a callee-saved register where the program calls
         // natives, which read it at every call (their argument, the host's
         // words, the directory after the call). The register costs a save
@@ -2530,6 +2538,23 @@ impl<'p> Compiler<'p> {
             },
         )
     }
+}
+
+/// The bytes of vcode locals the compiled `prog` may take, at most: the
+/// fixed [`Locals`] (six words and seven `int`s, with their alignment at
+/// most 96 bytes) and a fact's pair (a pointer and an `int`, 16 bytes with
+/// alignment) for each local of the method with the most: a method has at
+/// most one fact per local ([`Compiler::fact_slot`] takes the lowest slot
+/// no live fact uses, and the facts are `max_locals` long).
+fn frame_locals_bound(prog: &Program) -> u32 {
+    let most = prog
+        .funcs
+        .iter()
+        .flatten()
+        .map(|f| u32::from(f.max_locals))
+        .max()
+        .unwrap_or(0);
+    96 + 16 * (most + 1)
 }
 
 /// vcode's condition for the JIT's `c` (signed for `int` operands).
