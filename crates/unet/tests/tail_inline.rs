@@ -574,3 +574,48 @@ fn the_lent_dorx_compares_its_length_in_the_frame() {
     );
     assert_eq!(insns[1].0, "jg", "{insns:?}");
 }
+
+/// The lent standard applet's code has no frame pointer (vcode's
+/// `frame_from_sp`: its methods call no method, so its frame is `sub rsp`
+/// and `add rsp` around the saves, two instructions fewer an invocation
+/// than `push rbp; mov rbp, rsp` and `leave`), and its `doTx`'s tail push
+/// adds the work count so far from where it lies (vcode's `add_reg_mem`:
+/// `add count, [words + work]`), where a load and an add were two.
+/// (x86-64: the listing is its disassembly.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
+    if !jive::jit::available() {
+        return;
+    }
+    let net = LoopNet::new();
+    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+    let a = e
+        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
+        .unwrap();
+    let listing = e
+        .with_applet(a.id(), |ap| ap.native_listing())
+        .unwrap()
+        .expect("a listing");
+    assert!(
+        !listing.contains("rbp") && !listing.contains("leave"),
+        "{listing}"
+    );
+    let way: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("; doTx("))
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+        .filter(|l| !l.trim().starts_with(';'))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().skip(2);
+            let m = f.next()?.to_string();
+            Some((m, f.collect::<Vec<_>>().join(" ")))
+        })
+        .take_while(|(m, _)| m != "jmp")
+        .collect();
+    assert!(
+        way.iter().any(|(m, o)| m == "add" && o.contains(",[")),
+        "an add from memory: {way:?}"
+    );
+}
