@@ -1399,3 +1399,44 @@ fn a_remainder_after_the_same_division_divides_once() {
     assert_eq!(idivs("divRemIntoDivisor"), 2, "{listing}");
     assert_eq!(idivs("divRemStaticWritten"), 2, "{listing}");
 }
+
+/// The whole listing of class `name` (`release8`) on the JIT.
+#[cfg(target_arch = "x86_64")]
+fn class_listing(name: &str) -> Option<String> {
+    let bytes = class_bytes("release8", name)?;
+    let jit = Applet::load_with_engine(&bytes, &Natives::new(), Limits::default(), Engine::Jit)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(jit.engine(), Engine::Jit, "{name} on the JIT");
+    Some(jit.native_listing().expect("a listing"))
+}
+
+/// Code in which no method calls another is framed from the stack
+/// pointer (vcode's `frame_from_sp`: `sub rsp` and `add rsp` around the
+/// saves, no `push rbp; mov rbp, rsp` and `leave`, two instructions fewer
+/// an invocation); code with calls between methods (`jal`, which moves
+/// `rsp` in the body) keeps the frame through `rbp`. Both run as the
+/// interpreter does (`applets_agree_on_both_engines`,
+/// `hotspot_cases_agree_on_both_engines`, the random programs).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn code_without_method_calls_is_framed_from_the_stack_pointer() {
+    if !jive::jit::available() {
+        return;
+    }
+    // RxSwap: no method calls another.
+    let Some(flat) = class_listing("RxSwap") else {
+        return;
+    };
+    let first = flat
+        .lines()
+        .find(|l| !l.trim().starts_with(';'))
+        .expect("an instruction");
+    assert!(first.contains("sub     rsp,"), "{flat}");
+    assert!(!flat.contains("rbp") && !flat.contains("leave"), "{flat}");
+    // FuelLoops: `calls` calls `twice`.
+    let calls = class_listing("FuelLoops").expect("FuelLoops");
+    assert!(
+        calls.contains("push    rbp") && calls.contains("leave"),
+        "{calls}"
+    );
+}

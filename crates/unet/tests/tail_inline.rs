@@ -532,3 +532,90 @@ fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
         "{in_memory} compares with a word in memory: {way:?}"
     );
 }
+
+/// The lent standard applet's `doRx` opens with `if (length <= 56)`, its
+/// `length` a local kept in the frame: the JIT compares it where it lies
+/// (`cmp dword [fp + 4], 56; jg`, jive's `Compiler::mem_compare`), with
+/// no load of it into a register first, one instruction fewer on every
+/// message's receive. (x86-64: the listing is its disassembly.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_lent_dorx_compares_its_length_in_the_frame() {
+    if !jive::jit::available() {
+        return;
+    }
+    let net = LoopNet::new();
+    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+    let a = e
+        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
+        .unwrap();
+    let listing = e
+        .with_applet(a.id(), |ap| ap.native_listing())
+        .unwrap()
+        .expect("a listing");
+    // doRx's first two instructions (mnemonic, operands).
+    let insns: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("; doRx("))
+        .skip(1)
+        .filter(|l| !l.trim().starts_with(';'))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().skip(2);
+            let m = f.next()?.to_string();
+            Some((m, f.collect::<Vec<_>>().join(" ")))
+        })
+        .take(2)
+        .collect();
+    assert_eq!(insns.len(), 2, "{listing}");
+    assert_eq!(insns[0].0, "cmp", "{insns:?}");
+    assert!(
+        insns[0].1.starts_with("dword ptr [") && insns[0].1.ends_with("],38h"),
+        "the length compared with 56 in memory: {insns:?}"
+    );
+    assert_eq!(insns[1].0, "jg", "{insns:?}");
+}
+
+/// The lent standard applet's code has no frame pointer (vcode's
+/// `frame_from_sp`: its methods call no method, so its frame is `sub rsp`
+/// and `add rsp` around the saves, two instructions fewer an invocation
+/// than `push rbp; mov rbp, rsp` and `leave`), and its `doTx`'s tail push
+/// adds the work count so far from where it lies (vcode's `add_reg_mem`:
+/// `add count, [words + work]`), where a load and an add were two.
+/// (x86-64: the listing is its disassembly.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
+    if !jive::jit::available() {
+        return;
+    }
+    let net = LoopNet::new();
+    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+    let a = e
+        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
+        .unwrap();
+    let listing = e
+        .with_applet(a.id(), |ap| ap.native_listing())
+        .unwrap()
+        .expect("a listing");
+    assert!(
+        !listing.contains("rbp") && !listing.contains("leave"),
+        "{listing}"
+    );
+    let way: Vec<(String, String)> = listing
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("; doTx("))
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+        .filter(|l| !l.trim().starts_with(';'))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().skip(2);
+            let m = f.next()?.to_string();
+            Some((m, f.collect::<Vec<_>>().join(" ")))
+        })
+        .take_while(|(m, _)| m != "jmp")
+        .collect();
+    assert!(
+        way.iter().any(|(m, o)| m == "add" && o.contains(",[")),
+        "an add from memory: {way:?}"
+    );
+}

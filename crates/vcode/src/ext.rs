@@ -1791,6 +1791,12 @@ pub trait MemAdd {
     fn add_mem_imm(&mut self, wide: bool, base: Reg<P>, disp: i32, imm: i32);
     /// `*(base + disp) += r`, 64 bits wide if `wide`, else 32 (wrapping).
     fn add_mem_reg(&mut self, wide: bool, base: Reg<P>, disp: i32, r: Reg<crate::UL>);
+    /// `r += *(base + disp)`, 64 bits (wrapping): natively `add r, [base +
+    /// disp]`, where a load and an add were two instructions (the jive
+    /// JIT's work count, the units a native charges plus the count so
+    /// far); portably the load into `t` and the add (`t` is clobbered
+    /// there only).
+    fn add_reg_mem(&mut self, r: Reg<crate::UL>, base: Reg<P>, disp: i32, t: Reg<crate::UL>);
 }
 
 /// The portable form of [`MemAdd`]: a load, an add and a store.
@@ -1855,6 +1861,21 @@ impl<B: Backend> MemAdd for Func<B> {
             return;
         }
         add_mem_core(self, NAME, wide, (base, disp), Operand::Reg(r));
+    }
+
+    fn add_reg_mem(&mut self, r: Reg<crate::UL>, base: Reg<P>, disp: i32, t: Reg<crate::UL>) {
+        const NAME: &str = "add_reg_mem";
+        self.check_regs(NAME, &[(false, r.num()), (false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            // add r, r/m (REX.W 03 /r)
+            x.rm_scaled(0, true, 0x03, 1, r.num(), base.num(), None, 0, disp, false);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.ld(t, base, i64::from(disp));
+        self.add(r, r, t);
     }
 }
 
@@ -2065,8 +2086,9 @@ impl<B: Backend> Exit for Func<B> {
                 ),
             );
         }
-        let room = X64::inline_epilogue_room(self.used_callee_saved());
+        let saves = self.used_callee_saved();
         if let Some(x) = self.backend().x86() {
+            let room = x.inline_epilogue_room(saves);
             x.insn(NAME);
             x.buf.reserve(NAME, 16 + room);
             x.ret_zero_with(NAME, v, to.num(), room);

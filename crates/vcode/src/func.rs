@@ -479,6 +479,22 @@ impl<B: Backend> Func<B> {
         self.cache = None;
     }
 
+    /// Frames the functions begun from now on from the stack pointer, with
+    /// room for at most `locals` bytes of locals (`None`: the target's
+    /// ordinary frame again). On x86-64 such a frame has no frame pointer:
+    /// two instructions fewer a call than `push rbp; mov rbp, rsp` and
+    /// `leave`, for a client whose code is entered often and briefly (the
+    /// jive JIT). Its functions may not use `jal` (which moves the stack
+    /// pointer the locals are addressed from; it fails), and one whose
+    /// locals outgrow `locals` fails at `end`. Other targets keep their
+    /// frame.
+    pub fn frame_from_sp(&mut self, locals: Option<u32>) {
+        use crate::ext::Targets;
+        if let Some(x) = self.b.x86() {
+            x.frame_from_sp(locals);
+        }
+    }
+
     /// Begins a function (`v_lambda`). `sig` lists the parameter types,
     /// e.g. `"%i%p%d"`; `leaf` is the leaf hint. Returns the registers
     /// holding the parameters. Parameters that arrive on the stack (or in

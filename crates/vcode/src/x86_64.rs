@@ -365,6 +365,14 @@ pub struct X64 {
     /// many bytes it has (`int3`s until `end` writes the epilogue there,
     /// or a `jmp epilogue` where the epilogue is longer).
     inline_rets: Vec<(u32, u8)>,
+    /// The locals' bytes a client framing its functions from the stack
+    /// pointer allows ([`X64::frame_from_sp`]); `None` for the ordinary
+    /// frame, through `rbp`.
+    sp_locals: Option<u32>,
+    /// The frame size of the function being written when it is framed
+    /// from the stack pointer (fixed at `lambda`, from `sp_locals`), or 0
+    /// for the ordinary frame.
+    sp_size: u32,
 }
 
 const fn jcc(c: Cond, signed: bool) -> u8 {
@@ -995,7 +1003,11 @@ impl ArgEmit for X64 {
 
     #[inline]
     fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32) {
-        let base = if frame { RBP } else { RSP };
+        let (base, disp) = if frame {
+            self.frame_at(disp)
+        } else {
+            (RSP, disp)
+        };
         match ty {
             Ty::F => self.rm(0xf3, false, 0x100f, 2, d, base, None, disp, false),
             Ty::D => self.rm(0xf2, false, 0x100f, 2, d, base, None, disp, false),
@@ -1034,7 +1046,8 @@ impl CallEmit for X64 {
     }
 
     fn save_float(&mut self, n: u8, disp: i32) {
-        self.rm(0xf2, false, 0x110f, 2, n, RBP, None, disp, false); // movsd
+        let (base, disp) = self.frame_at(disp);
+        self.rm(0xf2, false, 0x110f, 2, n, base, None, disp, false); // movsd
     }
 
     fn enter_call(&mut self, reserve: i32) {
@@ -1101,6 +1114,8 @@ impl Backend for X64 {
             last_ret: None,
             frames: Box::new([FrameSlot::EMPTY; FRAME_SLOTS]),
             inline_rets: Vec::new(),
+            sp_locals: None,
+            sp_size: 0,
         }
     }
 
@@ -1722,6 +1737,14 @@ impl X64 {
     fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.buf.insn(m);
         if link {
+            // A call moves the stack pointer, from which a frame framed
+            // so addresses its locals.
+            if self.sp_size != 0 {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::Unsupported("jal in a function framed from the stack pointer"),
+                );
+            }
             self.st.frame = true;
         }
         match t {
@@ -1946,6 +1969,70 @@ fn write_frame(out: &mut [u8], pro_len: usize, epi_at: usize, size: u32, saves: 
     out[e] = 0xc9; // leave
 }
 
+/// The size of a frame framed from the stack pointer
+/// ([`X64::frame_from_sp`]) with room for `locals` bytes of locals: the
+/// save area and the locals, to a multiple of 16, as
+/// [`FuncState::frame_size`] counts them.
+fn sp_frame_size(locals: u32) -> u32 {
+    (crate::slots::SAVE_AREA as u32)
+        .saturating_add(locals)
+        .saturating_add(15)
+        & !15
+}
+
+/// The lengths of the prologue and epilogue of a frame framed from the
+/// stack pointer that saves `saves`: `sub rsp, imm32` (7 bytes), the
+/// saves (`mov [rsp + disp32], r64`, 8 bytes with its SIB; `movdqu [rsp +
+/// disp32], xmm`, 9, and 10 for `xmm8`..), and the restores, `add rsp,
+/// imm32` (7) and `ret`.
+fn sp_frame_lens(saves: [u16; 2]) -> (usize, usize) {
+    let n = |m: u16| m.count_ones() as usize;
+    let regs = 8 * n(saves[0]) + 9 * n(saves[1]) + n(saves[1] & 0xff00);
+    (7 + regs, regs + 8)
+}
+
+/// Writes the prologue (`out[..]`) and the epilogue but its `ret` (from
+/// `out[epi_at..]`) of a frame framed from the stack pointer
+/// ([`X64::frame_from_sp`]) of `size` bytes that saves `saves`, at the
+/// lengths [`sp_frame_lens`] gave: `sub rsp, size + 8` (the 8 in place of
+/// the ordinary frame's `push rbp`, so that `rsp` is as 16-byte aligned
+/// as there), each save at its slot from where `rbp` would be, `size`
+/// bytes above `rsp`, and the restores and `add rsp, size + 8`.
+fn write_sp_frame(out: &mut [u8], epi_at: usize, size: u32, saves: [u16; 2]) {
+    let adjust = (size + 8).to_le_bytes();
+    let (mut p, mut e) = (0, epi_at);
+    let mut put = |at: &mut usize, bytes: &[u8]| {
+        out[*at..*at + bytes.len()].copy_from_slice(bytes);
+        *at += bytes.len();
+    };
+    put(&mut p, &[0x48, 0x81, 0xec]);
+    put(&mut p, &adjust);
+    for n in 0..16u8 {
+        let modrm = 0x84 | (n & 7) << 3;
+        if saves[0] & (1 << n) != 0 {
+            let rex = 0x48 | (n >> 3 & 1) << 2;
+            let disp = (size as i32 + regfile::gpr_save_slot(n)).to_le_bytes();
+            for (at, op) in [(&mut p, 0x89), (&mut e, 0x8b)] {
+                put(at, &[rex, op, modrm, 0x24]);
+                put(at, &disp);
+            }
+        }
+        if saves[1] & (1 << n) != 0 {
+            let disp = (size as i32 + regfile::xmm_save_slot(n)).to_le_bytes();
+            for (at, op) in [(&mut p, 0x7f), (&mut e, 0x6f)] {
+                put(at, &[0xf3]);
+                if n >= 8 {
+                    put(at, &[0x44]);
+                }
+                put(at, &[0x0f, op, modrm, 0x24]);
+                put(at, &disp);
+            }
+        }
+    }
+    put(&mut e, &[0x48, 0x81, 0xc4]);
+    put(&mut e, &adjust);
+}
+
 /// The longest prologue, and the longest epilogue, a [`FrameSlot`] holds:
 /// seven integer saves (the System V ABI has five callee-saved registers
 /// besides `rbp`), or a few `xmm` ones. A longer frame takes
@@ -2034,16 +2121,48 @@ impl X64 {
         self.pool_refs.clear();
         self.last_ret = None;
         self.inline_rets.clear();
+        self.sp_size = match self.sp_locals {
+            Some(l) => sp_frame_size(l),
+            None => 0,
+        };
+    }
+
+    /// Frames the functions begun from now on from the stack pointer, with
+    /// room for `locals` bytes of locals (`None`: the ordinary frame,
+    /// through `rbp`). Such a frame is `sub rsp, size + 8` and `add rsp,
+    /// size + 8; ret` around the saves, where the ordinary one is `push
+    /// rbp; mov rbp, rsp; sub rsp, size` and `leave; ret`: two
+    /// instructions fewer a call (the jive JIT's every invocation). Its
+    /// size is fixed before the first local is used, so that each
+    /// local's address from `rsp` is known where it is written; a function
+    /// whose locals outgrow it fails at `end`. The stack pointer must not
+    /// move in its body, so `jal` (and a linked jump) fails in it.
+    pub fn frame_from_sp(&mut self, locals: Option<u32>) {
+        self.sp_locals = locals;
+    }
+
+    /// The base register and displacement of the frame's byte at `off`
+    /// from the frame pointer: `rbp` in the ordinary frame; `rsp` in one
+    /// framed from the stack pointer (`X64::frame_from_sp`), which is
+    /// `size` bytes below where `rbp` would be.
+    #[inline(always)]
+    fn frame_at(&self, off: i32) -> (u8, i32) {
+        if self.sp_size == 0 {
+            (RBP, off)
+        } else {
+            (RSP, off.wrapping_add(self.sp_size as i32))
+        }
     }
 
     /// A load, store or address of the slot at `off` from `rbp`.
     #[inline(always)]
     fn local_at(&mut self, op: LocalOp, ty: Ty, r: u8, off: i32) {
         self.st.frame = true;
+        let (base, off) = self.frame_at(off);
         match op {
-            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
-            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
-            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
+            LocalOp::Load => self.load_at(ty, ty, r, base, None, off),
+            LocalOp::Store => self.store_at(ty, r, base, None, off),
+            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, base, None, off, false),
         }
     }
 
@@ -2127,8 +2246,13 @@ impl X64 {
     /// The room [`X64::ret_zero_with`] leaves for the epilogue of a
     /// function that saves `saves` (integer, `xmm`): its length, at least
     /// a `jmp`'s 5 bytes, at most a [`FrameSlot`]'s.
-    pub(crate) fn inline_epilogue_room(saves: [u16; 2]) -> usize {
-        frame_lens(saves).1.clamp(5, FRAME_MAX)
+    pub(crate) fn inline_epilogue_room(&self, saves: [u16; 2]) -> usize {
+        let lens = if self.sp_size == 0 {
+            frame_lens(saves)
+        } else {
+            sp_frame_lens(saves)
+        };
+        lens.1.clamp(5, FRAME_MAX)
     }
 
     #[inline(always)]
@@ -2187,6 +2311,9 @@ impl X64 {
                 let ret = self.st.ret_ty.unwrap_or(Ty::V);
                 return Ok(code(r.into_block(), lay, sig, name, ret));
             }
+            return self.link_general(alloc, sig, name, mem);
+        }
+        if self.sp_size != 0 {
             return self.link_general(alloc, sig, name, mem);
         }
         self.link_framed(alloc, sig, name)
@@ -2264,6 +2391,15 @@ impl X64 {
             })?;
         }
         let end_index = self.buf.index().wrapping_add(1);
+        if self.sp_size != 0 && self.st.frame_size() > self.sp_size {
+            // Locals past the room `frame_from_sp` allowed, which the
+            // body addressed below the stack pointer.
+            return Err(Error::new(
+                end_index,
+                "end",
+                ErrorKind::Unsupported("locals past the frame_from_sp room"),
+            ));
+        }
         let lay = self.layout(alloc);
         let ret = self.st.ret_ty.unwrap_or(Ty::V);
         let (body, pool) = (self.buf.bytes(), &self.st.pool[..]);
@@ -2301,7 +2437,11 @@ impl X64 {
         // Padding and prologue, so that body positions keep the alignment
         // `align` (a power of two) asked for (the padding first, where it
         // is not executed); body; epilogue; constants, 8-byte aligned.
-        let (pro_len, epi_len) = if frame { frame_lens(saves) } else { (0, 1) };
+        let (pro_len, epi_len) = match (frame, self.sp_size) {
+            (false, _) => (0, 1),
+            (true, 0) => frame_lens(saves),
+            (true, _) => sp_frame_lens(saves),
+        };
         let pro_total = (pro_len + self.st.align - 1) & !(self.st.align - 1);
         let code_len = pro_total + body_len + epi_len;
         // Body-relative, as the rip-relative references are.
@@ -2343,7 +2483,12 @@ impl X64 {
         Layout {
             frame: frame.then(|| FrameLayout {
                 saves,
-                size: self.st.frame_size(),
+                size: if self.sp_size == 0 {
+                    self.st.frame_size()
+                } else {
+                    self.sp_size
+                },
+                sp: self.sp_size != 0,
             }),
             pro_len,
             pro_total,
@@ -2410,7 +2555,11 @@ impl Layout {
     ) -> Layout {
         let code_len = pro_len + body_len + epi_len;
         Layout {
-            frame: Some(FrameLayout { saves, size }),
+            frame: Some(FrameLayout {
+                saves,
+                size,
+                sp: false,
+            }),
             pro_len,
             pro_total: pro_len,
             body_len,
@@ -2428,6 +2577,8 @@ impl Layout {
 struct FrameLayout {
     saves: [u16; 2],
     size: u32,
+    /// Framed from the stack pointer ([`X64::frame_from_sp`]).
+    sp: bool,
 }
 
 /// Writes a function into `out`, the writable view of its block (`lay.total`
@@ -2456,7 +2607,11 @@ fn write_code(
     // rest then overwrites.
     if let Some(f) = lay.frame {
         let epi_at = lay.pro_len + lay.body_len;
-        write_frame(&mut out[pad..], lay.pro_len, epi_at, f.size, f.saves);
+        if f.sp {
+            write_sp_frame(&mut out[pad..], epi_at, f.size, f.saves);
+        } else {
+            write_frame(&mut out[pad..], lay.pro_len, epi_at, f.size, f.saves);
+        }
     }
     let (_, rest) = out.split_at_mut(lay.pro_total);
     let (code, rest) = rest.split_at_mut(lay.body_len);
@@ -2582,7 +2737,8 @@ impl X64 {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.st.frame = true;
-        self.rm(0, true, 0x83, 1, 5, RBP, None, off, false);
+        let (base, off) = self.frame_at(off);
+        self.rm(0, true, 0x83, 1, 5, base, None, off, false);
         self.buf.put1(1);
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
     }
@@ -2602,7 +2758,8 @@ impl X64 {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.st.frame = true;
-        self.rm(0, ty.is_64(), 0x3b, 1, r, RBP, None, off, false);
+        let (base, off) = self.frame_at(off);
+        self.rm(0, ty.is_64(), 0x3b, 1, r, base, None, off, false);
         self.jump_to(c as u8, Some(jcc(c, ty.is_signed())), label);
     }
 

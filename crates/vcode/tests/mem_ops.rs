@@ -12,7 +12,9 @@
 //! whatever the scratch register held. `bcmp_mem`/`bcmp_mem_imm` (trait
 //! `MemCompare`: `cmp` with a memory operand and the `jcc`) the same way,
 //! against a Rust model of the comparison, for every condition and the
-//! four integer types of 4 and 8 bytes.
+//! four integer types of 4 and 8 bytes. `add_reg_mem` (`MemAdd`: an
+//! `add` with a memory source) the same way: the register's sum, and
+//! memory unchanged.
 
 use vcode::backend::Cond;
 use vcode::ext::{Exit, MemAdd, MemCompare, Move16};
@@ -209,6 +211,58 @@ fn add_mem_adds_to_one_word_of_its_width() {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// `f(p, _, v)`: `v += *(p' + disp)` (`add_reg_mem`, the portable form's
+/// scratch the parameter register of `_`), `v` returned, with `p` first
+/// moved into the `k`-th register claimed after the parameters.
+fn reg_adder<B: Backend>(k: usize, disp: i32) -> Option<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let ps = f.lambda("%p%p%ul", Leaf::No).unwrap();
+    let (base, t, v) = (
+        ps.get::<P>(0).unwrap(),
+        ps.get::<P>(1).unwrap(),
+        ps.get::<UL>(2).unwrap(),
+    );
+    let b = claim_kth(&mut f, k)?;
+    f.mov(b, base);
+    f.add_reg_mem(v, b, disp, Reg::<UL>::phys(t.num()));
+    f.ret(v);
+    Some(f.end().unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn add_reg_mem_adds_one_word_to_its_register() {
+    for k in 0..claimable::<X64>() {
+        for disp in [0, 8, -16, 127, 128, -129, 1000] {
+            for v in [0u64, 1, 0xffff_ffff, u64::MAX, 1 << 40] {
+                let native = reg_adder::<X64>(k, disp);
+                let reference = reg_adder::<Reference>(k, disp);
+                for (code, what) in built(&native, &reference) {
+                    let mut mem = vec![0x5au8; 2400];
+                    let at = (1200 + disp) as usize;
+                    let word = 0x8877_6655_fffe_fdfcu64;
+                    mem[at..at + 8].copy_from_slice(&word.to_le_bytes());
+                    let want_mem = mem.clone();
+                    // SAFETY: the function reads the 8 bytes at `at`, inside `mem`.
+                    let got = unsafe {
+                        code.invoke(&[
+                            Value::P(mem.as_mut_ptr().wrapping_add(1200) as usize),
+                            Value::P(0),
+                            Value::UL(v),
+                        ])
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(
+                        got,
+                        Value::UL(v.wrapping_add(word)),
+                        "{what} k={k} disp={disp}"
+                    );
+                    assert_eq!(mem, want_mem, "{what} k={k} disp={disp}: memory unchanged");
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The compiler: decoded methods to one vcode function per applet.
 
 use super::*;
+use vcode::ext::MemCompare;
 
 /// Where a slot lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +233,15 @@ impl<'p> Compiler<'p> {
         // `rbx`, which an `asm!` block cannot name, the entry still saves.
         f.set_config(entry_config());
         f.name(format!("jive:{}", prog.info.name));
+        // A program whose methods call no method (no `jal`, the one
+        // instruction that moves the stack pointer in the code's body) is
+        // framed from the stack pointer (vcode's `frame_from_sp`: no
+        // `push rbp; mov rbp, rsp` and `leave`, two instructions fewer an
+        // invocation), with room for its locals: the fixed ones below,
+        // and a pair for each array fact (`fact_slot`: at most one per
+        // local of a method).
+        let uses = Uses::of(prog);
+        f.frame_from_sp((!uses.calls).then(|| frame_locals_bound(prog)));
         // The context, and the method's index as a machine word (the
         // jump table's index without a widening).
         let params = f.lambda("%p%ul", Leaf::No).map_err(cg)?;
@@ -260,7 +270,6 @@ impl<'p> Compiler<'p> {
             trap: [f.local(), f.local(), f.local()],
             tmp: [f.local(), f.local(), f.local(), f.local()],
         };
-        let uses = Uses::of(prog);
         // The context: in a callee-saved register where the program calls
         // natives, which read it at every call (their argument, the host's
         // words, the directory after the call). The register costs a save
@@ -1124,9 +1133,31 @@ impl<'p> Compiler<'p> {
                 *le = Some(le.map_or(bound, |old| old.min(bound)));
             }
         }
+        let target = labels[t as usize];
+        // A local in the frame compared with a constant, or with a value
+        // in a register, is compared where it lies (vcode's `MemCompare`:
+        // `cmp dword [fp + off], k; jcc`), not loaded into X first: the
+        // same signed 32-bit test, one instruction fewer (StandardLent's
+        // `if (length <= 56)`, at the head of every `doRx`).
+        if let Some((c, reg, off, k)) = self.mem_compare(c, a, b) {
+            let at = (self.regs.fp, off);
+            let branch = |f: &mut Func, c: Cond, l: Label| match reg {
+                Some(rr) => f.bcmp_mem(vcond(c), rr, at, r(x), l),
+                None => f.bcmp_mem_imm(vcond(c), at, k, r(x), l),
+            };
+            if back && self.metered {
+                let skip = self.f.genlabel();
+                branch(&mut self.f, c.not(), skip);
+                self.charge();
+                self.f.jmp(target);
+                self.f.label(skip);
+            } else {
+                branch(&mut self.f, c, target);
+            }
+            return;
+        }
         let ra = self.reg_of(a, x);
         let rb = self.opnd(b, y);
-        let target = labels[t as usize];
         if back && self.metered {
             let skip = self.f.genlabel();
             self.bcond(c.not(), ra, rb, skip);
@@ -1135,6 +1166,39 @@ impl<'p> Compiler<'p> {
             self.f.label(skip);
         } else {
             self.bcond(c, ra, rb, target);
+        }
+    }
+
+    /// The operands of [`Compiler::cond_branch`]'s `a c b` as a compare
+    /// with a word in the frame, where one of them is a local whose home
+    /// is there and the other a constant or a value in a register:
+    /// the condition with the local on its left (or on the right of the
+    /// register, `Some`), the register (`None` for a constant), the
+    /// local's offset from the frame pointer and the constant. `None`
+    /// where neither is so (two values in registers, two in the frame,
+    /// `W`).
+    fn mem_compare(&self, c: Cond, a: Val, b: Val) -> Option<(Cond, Option<R>, i32, i32)> {
+        let mem = |v: Val| match v {
+            Val::Slot(s) => match self.home(s) {
+                Home::Mem(off) => Some(off),
+                Home::Reg(_) => None,
+            },
+            _ => None,
+        };
+        let reg = |v: Val| match v {
+            Val::Slot(s) => match self.home(s) {
+                Home::Reg(h) => Some(r(h)),
+                Home::Mem(_) => None,
+            },
+            _ => None,
+        };
+        match (a, b) {
+            (a, Val::Const(k)) => Some((c, None, mem(a)?, k)),
+            (a, b) => match (mem(a), reg(b), reg(a), mem(b)) {
+                (Some(off), Some(rb), _, _) => Some((c.swap(), Some(rb), off, 0)),
+                (_, _, Some(ra), Some(off)) => Some((c, Some(ra), off, 0)),
+                _ => None,
+            },
         }
     }
 
@@ -2473,6 +2537,36 @@ impl<'p> Compiler<'p> {
                 uses: self.uses,
             },
         )
+    }
+}
+
+/// The bytes of vcode locals the compiled `prog` may take, at most: the
+/// fixed [`Locals`] (six words and seven `int`s, with their alignment at
+/// most 96 bytes) and a fact's pair (a pointer and an `int`, 16 bytes with
+/// alignment) for each local of the method with the most: a method has at
+/// most one fact per local ([`Compiler::fact_slot`] takes the lowest slot
+/// no live fact uses, and the facts are `max_locals` long).
+fn frame_locals_bound(prog: &Program) -> u32 {
+    let most = prog
+        .funcs
+        .iter()
+        .flatten()
+        .map(|f| u32::from(f.max_locals))
+        .max()
+        .unwrap_or(0);
+    96 + 16 * (most + 1)
+}
+
+/// vcode's condition for the JIT's `c` (signed for `int` operands).
+fn vcond(c: Cond) -> vcode::backend::Cond {
+    use vcode::backend::Cond as V;
+    match c {
+        Cond::Eq => V::Eq,
+        Cond::Ne => V::Ne,
+        Cond::Lt => V::Lt,
+        Cond::Ge => V::Ge,
+        Cond::Gt => V::Gt,
+        Cond::Le => V::Le,
     }
 }
 

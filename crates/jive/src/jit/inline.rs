@@ -26,11 +26,15 @@ impl Compiler<'_> {
     /// reaches the next clock reading (`words`' bound), where the native's
     /// ordinary form charges and reads the clock. `tmp` is clobbered;
     /// nothing is stored.
+    ///
+    /// The count so far is added from where it lies (vcode's
+    /// `add_reg_mem`: `add count, [words + work]`), where its load and the
+    /// add were two instructions: the same sum (the lent tail push, every
+    /// `doTx` of the standard applets).
     fn units_after(&mut self, count: Reg<UL>, tmp: Reg<UL>, rl: R, words: Reg<P>, rare: Label) {
         self.f.rsh(count, ix(rl), 12);
         self.f.add(count, count, 1);
-        self.f.ld(tmp, words, W_WORK);
-        self.f.add(count, count, tmp);
+        self.f.add_reg_mem(count, words, W_WORK as i32, tmp);
         self.f
             .bcmp_mem(C::Ge, count, (words, W_BOUND as i32), tmp, rare);
     }
