@@ -161,6 +161,32 @@ fn engine_on(net: &LoopNet, addr: &str, budgets: Budgets) -> Engine {
     )
 }
 
+/// The JIT's listing of `class`'s methods, installed on an endpoint of a
+/// fresh engine (x86-64: its disassembly, `; method(` and `; bci N`
+/// marks between `offset  bytes  mnemonic operands` lines).
+#[cfg(target_arch = "x86_64")]
+fn listing_of(class: &[u8]) -> String {
+    let net = LoopNet::new();
+    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+    let a = e.create_endpoint(Config::default(), Some(class)).unwrap();
+    e.with_applet(a.id(), |ap| ap.native_listing())
+        .unwrap()
+        .expect("a listing")
+}
+
+/// A listing's instruction line as (mnemonic, operands); `None` for a
+/// mark (`; ...`) or an empty line.
+#[cfg(target_arch = "x86_64")]
+fn insn(line: &str) -> Option<(String, String)> {
+    let t = line.trim();
+    if t.starts_with(';') {
+        return None;
+    }
+    let mut f = t.split_whitespace().skip(2);
+    let m = f.next()?.to_string();
+    Some((m, f.collect::<Vec<_>>().join(" ")))
+}
+
 /// One random stream from `seed`: `TailChecks` on `a` (the JIT, or jive's
 /// interpreter if `on_interpreter`) sends to `b` (the standard applet, on
 /// this engine: its tail push defers and goes straight into `b`'s
@@ -365,15 +391,7 @@ fn the_standard_applets_tail_push_makes_no_call() {
     if !jive::jit::available() {
         return;
     }
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
-    let a = e
-        .create_endpoint(Config::default(), Some(unet::applets::STANDARD))
-        .unwrap();
-    let listing = e
-        .with_applet(a.id(), |ap| ap.native_listing())
-        .unwrap()
-        .expect("a listing");
+    let listing = listing_of(unet::applets::STANDARD);
     // doTx's lines: `; bci N` marks and `offset  bytes  mnemonic operands`.
     let lines: Vec<&str> = listing
         .lines()
@@ -461,15 +479,7 @@ fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
     if !jive::jit::available() {
         return;
     }
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
-    let a = e
-        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
-        .unwrap();
-    let listing = e
-        .with_applet(a.id(), |ap| ap.native_listing())
-        .unwrap()
-        .expect("a listing");
+    let listing = listing_of(unet::applets::STANDARD_LENT);
     // doTx's instructions (mnemonic, operands), to the deferring way's
     // jump to the push's end.
     let insns: Vec<(String, String)> = listing
@@ -477,12 +487,7 @@ fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
         .skip_while(|l| !l.trim().starts_with("; doTx("))
         .skip(1)
         .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
-        .filter(|l| !l.trim().starts_with(';'))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace().skip(2);
-            let m = f.next()?.to_string();
-            Some((m, f.collect::<Vec<_>>().join(" ")))
-        })
+        .filter_map(insn)
         .collect();
     let jump = insns
         .iter()
@@ -544,26 +549,13 @@ fn the_lent_dorx_compares_its_length_in_the_frame() {
     if !jive::jit::available() {
         return;
     }
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
-    let a = e
-        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
-        .unwrap();
-    let listing = e
-        .with_applet(a.id(), |ap| ap.native_listing())
-        .unwrap()
-        .expect("a listing");
+    let listing = listing_of(unet::applets::STANDARD_LENT);
     // doRx's first two instructions (mnemonic, operands).
     let insns: Vec<(String, String)> = listing
         .lines()
         .skip_while(|l| !l.trim().starts_with("; doRx("))
         .skip(1)
-        .filter(|l| !l.trim().starts_with(';'))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace().skip(2);
-            let m = f.next()?.to_string();
-            Some((m, f.collect::<Vec<_>>().join(" ")))
-        })
+        .filter_map(insn)
         .take(2)
         .collect();
     assert_eq!(insns.len(), 2, "{listing}");
@@ -588,15 +580,7 @@ fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
     if !jive::jit::available() {
         return;
     }
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
-    let a = e
-        .create_endpoint(Config::default(), Some(unet::applets::STANDARD_LENT))
-        .unwrap();
-    let listing = e
-        .with_applet(a.id(), |ap| ap.native_listing())
-        .unwrap()
-        .expect("a listing");
+    let listing = listing_of(unet::applets::STANDARD_LENT);
     assert!(
         !listing.contains("rbp") && !listing.contains("leave"),
         "{listing}"
@@ -606,12 +590,7 @@ fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
         .skip_while(|l| !l.trim().starts_with("; doTx("))
         .skip(1)
         .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
-        .filter(|l| !l.trim().starts_with(';'))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace().skip(2);
-            let m = f.next()?.to_string();
-            Some((m, f.collect::<Vec<_>>().join(" ")))
-        })
+        .filter_map(insn)
         .take_while(|(m, _)| m != "jmp")
         .collect();
     assert!(

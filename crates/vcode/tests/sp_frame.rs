@@ -134,24 +134,23 @@ fn a_frame_from_the_stack_pointer_runs_as_the_others_do() {
 
 #[test]
 fn jal_fails_in_a_frame_from_the_stack_pointer() {
+    // A function that returns its argument after a `jal` to a leaf.
+    let body = |f: &mut Func<X64>| {
+        let x = f.lambda("%i", Leaf::No).unwrap().get::<I>(0).unwrap();
+        let sub = f.genlabel();
+        f.jal(sub);
+        f.ret(x);
+        f.label(sub);
+        f.ret_link();
+    };
     let mut f = Func::<X64>::with_backend();
     f.frame_from_sp(Some(64));
-    let x = f.lambda("%i", Leaf::No).unwrap().get::<I>(0).unwrap();
-    let sub = f.genlabel();
-    f.jal(sub);
-    f.ret(x);
-    f.label(sub);
-    f.ret_link();
+    body(&mut f);
     let err = f.end().expect_err("jal refused");
     assert!(err.to_string().contains("jal"), "{err}");
     // The ordinary frame again: the same function is made.
     f.frame_from_sp(None);
-    let x = f.lambda("%i", Leaf::No).unwrap().get::<I>(0).unwrap();
-    let sub = f.genlabel();
-    f.jal(sub);
-    f.ret(x);
-    f.label(sub);
-    f.ret_link();
+    body(&mut f);
     let code = f.end().unwrap();
     assert_eq!(call(&code, &[Value::I(5)]), Value::I(5));
 }
