@@ -1680,14 +1680,16 @@ impl Endpoint {
     /// `guess`: the expected free-queue entry ([`Endpoint::took_buffer`])
     /// if the caller read it.
     ///
-    /// Inlined into `recv_ref`'s short path and into `take_front` (the
-    /// out-of-line receive calls' look), each with the fixed part it read
-    /// (not read again): as a call in `recv_ref`, its frame (three saved
+    /// Inlined into `recv_ref`'s short path, with the fixed part it read
+    /// (not read again): as a call there, its frame (three saved
     /// registers), the call and the answer's return were some 10
-    /// instructions of the 57-byte message's path (`unet-count` path-57);
-    /// as a call in `take_front`, 16 a message where a receiver's empty
-    /// poll drives the engine and finds its message in a buffer
-    /// (`xthr_count` recv, lent, 4096 B, bursts of 1: 1150.5 to 1134.5).
+    /// instructions of the 57-byte message's path (`unet-count` path-57).
+    /// `take_front` (the out-of-line receive calls' look) reads the offset
+    /// with the fixed part and goes to [`Endpoint::take_buffer_at`]
+    /// directly; as a call there this was 16 instructions a message where
+    /// a receiver's empty poll drives the engine and finds its message in
+    /// a buffer (`xthr_count` recv, lent, 4096 B, bursts of 1: 1150.5 to
+    /// 1134.5).
     #[inline(always)]
     fn take_one_buffer(&mut self, i: u32, len: u32, guess: Option<u32>) -> Option<u32> {
         let off = self.rx.mem().read_rx_first_offset(i);

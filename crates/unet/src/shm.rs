@@ -556,16 +556,16 @@ impl ShmQueue<RxDesc> {
     }
 
     /// The first buffer offset of the receive descriptor in `slot`, read
-    /// once (volatile) into private memory, as
-    /// [`ShmQueue::read_rx_first_offset`] reads it, for a consumer that
-    /// holds the slot from [`crate::ring::Consumer::take_sealed_with`]
-    /// (its address not worked out again).
+    /// once (volatile) into private memory ([`ShmQueue::read_rx_first_offset`]
+    /// for slot `i`), for a consumer that holds the slot from
+    /// [`crate::ring::Consumer::take_sealed_with`] (its address not worked
+    /// out again).
     #[inline(always)]
     pub fn rx_first_offset(&self, slot: RxSlot<'_>) -> u32 {
         let p = slot.0;
         // SAFETY: as for `rx_fixed`; the first 4 bytes of the slot's `data`
         // field, at byte 8 of a 64-byte aligned slot (so aligned for a
-        // `u32`), valid for any bits.
+        // `u32`), valid for any bits. One load, not four bytes'.
         u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
     }
 
@@ -622,11 +622,7 @@ impl ShmQueue<RxDesc> {
     /// copy the whole 64-byte slot for it.
     #[inline]
     pub fn read_rx_first_offset(&self, i: u32) -> u32 {
-        let p = self.rx_slot(i);
-        // SAFETY: an aligned slot in the mapping (`rx_slot`); the first 4
-        // bytes of its `data` field, at byte 8 of a 64-byte aligned slot (so aligned
-        // for a `u32`), valid for any bits. One load, not four bytes'.
-        u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
+        self.rx_first_offset(self.slot(i))
     }
 
     /// Runs `f` on a view of the first `len` inline bytes (`len <=
