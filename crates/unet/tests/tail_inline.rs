@@ -174,6 +174,30 @@ fn listing_of(class: &[u8]) -> String {
         .expect("a listing")
 }
 
+/// `listing` without the prologue's jump table: the method dispatch's
+/// `jmp qword ptr [...]` is followed, until the first method's mark, by
+/// the table's entries, which are addresses disassembled as if they were
+/// instructions, and read as anything (`[rbp-42h]` in one run) depending
+/// on where the code was placed.
+#[cfg(target_arch = "x86_64")]
+fn without_jump_table(listing: &str) -> String {
+    let (mut prologue, mut table) = (false, false);
+    let mut out = String::new();
+    for l in listing.lines() {
+        let t = l.trim();
+        if t.starts_with("; ") && !t.starts_with("; bci ") {
+            prologue = t == "; prologue";
+            table = false;
+        }
+        if !table {
+            out.push_str(l);
+            out.push('\n');
+        }
+        table |= prologue && t.contains("jmp") && t.contains("qword ptr [");
+    }
+    out
+}
+
 /// A listing's instruction line as (mnemonic, operands); `None` for a
 /// mark (`; ...`) or an empty line.
 #[cfg(target_arch = "x86_64")]
@@ -581,10 +605,8 @@ fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
         return;
     }
     let listing = listing_of(unet::applets::STANDARD_LENT);
-    assert!(
-        !listing.contains("rbp") && !listing.contains("leave"),
-        "{listing}"
-    );
+    let code = without_jump_table(&listing);
+    assert!(!code.contains("rbp") && !code.contains("leave"), "{code}");
     let way: Vec<(String, String)> = listing
         .lines()
         .skip_while(|l| !l.trim().starts_with("; doTx("))
