@@ -2499,23 +2499,55 @@ impl Code {
 
     /// [`Code::disassemble`] with the client's own headings at body
     /// offsets (as given by [`Func::code_offset`](crate::Func::code_offset)).
+    ///
+    /// A jump table (`jump_table`'s `adr x17, #16; ldrsw; add; br x17`,
+    /// the table right after the `br`) is listed as data: one `.word` a
+    /// line with the entry's target as an offset in the code, while the
+    /// words are offsets from the table into the code and no heading
+    /// falls on one after the first.
     pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
         use yaxpeax_arch::{Decoder, U8Reader};
+        /// `adr x17, #16`: the table 16 bytes on, after the `br`.
+        const ADR_TABLE: u32 = 0x1000_0000 | (16 >> 2) << 5 | IP1 as u32;
+        /// `br x17`.
+        const BR_TABLE: u32 = 0xd61f_0000 | (IP1 as u32) << 5;
         let all = self.headings(marks);
         let dec = yaxpeax_arm::armv8::a64::InstDecoder::default();
         let mut s = String::new();
         let base = self.addr();
-        for (i, w) in self.bytes().chunks_exact(4).enumerate() {
+        let code = self.bytes();
+        let words: Vec<u32> = code
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        // The table that starts at this word, and where it started.
+        let mut table = None;
+        for (i, (w, &word)) in code.chunks_exact(4).zip(&words).enumerate() {
             let at = 4 * i;
+            let mut headed = false;
             for (_, t) in all.iter().filter(|m| m.0 == at) {
                 s.push_str(&format!("; {t}\n"));
+                headed = true;
             }
-            let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-            let text = match dec.decode(&mut U8Reader::new(w)) {
-                Ok(insn) => insn.to_string(),
-                Err(e) => format!("(invalid: {e})"),
+            if headed && table.is_some_and(|t| t != at) {
+                table = None;
+            }
+            let to = table.and_then(|t: usize| {
+                let to = t as i64 + i64::from(word as i32);
+                (0..code.len() as i64).contains(&to).then_some(to)
+            });
+            table = to.and(table);
+            let text = match to {
+                Some(to) => format!(".word   {to:x}"),
+                None => match dec.decode(&mut U8Reader::new(w)) {
+                    Ok(insn) => insn.to_string(),
+                    Err(e) => format!("(invalid: {e})"),
+                },
             };
             s.push_str(&format!("{:12x}:  {word:08x}  {text}\n", base + at));
+            if to.is_none() && word == BR_TABLE && i >= 3 && words[i - 3] == ADR_TABLE {
+                table = Some(at + 4);
+            }
         }
         s
     }

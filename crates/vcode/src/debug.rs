@@ -7,10 +7,17 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic, OpKind, Register};
 
 /// Disassembles `code`, which runs at `ip`, one instruction a line, with
 /// `marks` (byte offset, title) shown as headings.
+///
+/// A jump table (the `lea r11, [rip + 4]; jmp qword ptr [r11 + r*8]` that
+/// `jump_table` emits, the table right after the `jmp`) is listed as data:
+/// one `.quad` a line with the entry's target as an offset in `code`,
+/// while the words are addresses in `code` and no heading falls inside
+/// one. Decoded as instructions, its addresses read as anything,
+/// depending on where the code was placed.
 pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
     let mut out = String::new();
     let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
@@ -18,6 +25,8 @@ pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
     fmt.options_mut().set_first_operand_char_index(8);
     let mut text = String::new();
     let mut marks = marks.iter().peekable();
+    // Where the last `lea r11, [rip + disp]` pointed.
+    let mut r11_at = None;
     while dec.can_decode() {
         let off = (dec.ip() - ip) as usize;
         while let Some(&&(at, title)) = marks.peek() {
@@ -30,13 +39,55 @@ pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
         let insn = dec.decode();
         text.clear();
         fmt.format(&insn, &mut text);
-        let bytes: String = code[off..off + insn.len()]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        out.push_str(&format!("  {off:5x}  {bytes:<22} {text}\n"));
+        out.push_str(&format!(
+            "  {off:5x}  {:<22} {text}\n",
+            hex(&code[off..off + insn.len()])
+        ));
+        let table = r11_at == Some(insn.next_ip()) && is_table_jump(&insn);
+        r11_at = lea_r11(&insn);
+        if table {
+            let next_mark = marks.peek().map_or(usize::MAX, |m| m.0);
+            let mut at = off + insn.len();
+            while let Some(w) = code.get(at..at + 8).filter(|_| at + 8 <= next_mark) {
+                let target = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+                let Some(to) = target.checked_sub(ip).filter(|&t| t < code.len() as u64) else {
+                    break;
+                };
+                out.push_str(&format!("  {at:5x}  {:<22} .quad   {to:x}\n", hex(w)));
+                at += 8;
+            }
+            if at >= code.len() {
+                break;
+            }
+            dec.set_position(at).expect("a position inside the code");
+            dec.set_ip(ip + at as u64);
+        }
     }
     out
+}
+
+/// `bytes` as hex digits.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where `insn` points R11 if it is `lea r11, [rip + disp]`.
+fn lea_r11(insn: &iced_x86::Instruction) -> Option<u64> {
+    (insn.mnemonic() == Mnemonic::Lea
+        && insn.op0_register() == Register::R11
+        && insn.memory_base() == Register::RIP)
+        .then(|| insn.ip_rel_memory_address())
+}
+
+/// Whether `insn` is a jump through a table at R11: `jmp qword ptr [r11 +
+/// r*8]`.
+fn is_table_jump(insn: &iced_x86::Instruction) -> bool {
+    insn.mnemonic() == Mnemonic::Jmp
+        && insn.op0_kind() == OpKind::Memory
+        && insn.memory_base() == Register::R11
+        && insn.memory_index() != Register::None
+        && insn.memory_index_scale() == 8
+        && insn.memory_displacement64() == 0
 }
 
 static PERF_MAP: AtomicBool = AtomicBool::new(false);

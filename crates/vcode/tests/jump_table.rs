@@ -104,3 +104,79 @@ fn an_unplaced_target_is_a_typed_error() {
         "{err}"
     );
 }
+
+/// The offsets (hex, in the code) that a listing gives its entries, and
+/// of the first entry, as `(entries, first line's offset)`; the table's
+/// entries are the lines whose text starts with `kind` (`.quad`,
+/// `.word`).
+fn listed_table(listing: &str, kind: &str) -> (Vec<usize>, Vec<usize>) {
+    let mut entries = Vec::new();
+    let mut starts = Vec::new();
+    for l in listing.lines().filter(|l| !l.trim_start().starts_with(';')) {
+        let mut cols = l.split_whitespace();
+        let Some(at) = cols.next().map(|a| a.trim_end_matches(':')) else {
+            continue;
+        };
+        let at = usize::from_str_radix(at, 16).expect("an offset");
+        let text: Vec<&str> = cols.skip(1).collect();
+        if text.first() == Some(&kind) {
+            entries.push(usize::from_str_radix(text[1], 16).expect("a target"));
+        } else {
+            starts.push(at);
+        }
+    }
+    (entries, starts)
+}
+
+/// The x86-64 listing shows a jump table as data: one `.quad` an entry,
+/// its target the offset of an instruction the listing shows, where the
+/// table's addresses used to be decoded as instructions (and read as
+/// anything, depending on where the code was placed).
+#[test]
+fn the_listing_shows_the_table_as_data() {
+    for n in [1u64, 5, 17] {
+        let code = switch::<X64>(n, 0).unwrap();
+        let listing = code.disassemble();
+        let (entries, starts) = listed_table(&listing, ".quad");
+        assert_eq!(entries.len(), n as usize, "{listing}");
+        for t in &entries {
+            assert!(
+                starts.contains(t),
+                "entry {t:x} is no instruction's start:\n{listing}"
+            );
+        }
+        // Every target differs (each label holds different code), and the
+        // code after the table is listed as instructions again: the
+        // function's last `ret`s.
+        let mut distinct = entries.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), entries.len(), "{listing}");
+        assert!(listing.trim_end().ends_with("ret"), "{listing}");
+    }
+}
+
+/// As `the_listing_shows_the_table_as_data`, on aarch64: one `.word` an
+/// entry, an offset from the table.
+#[cfg(feature = "emu")]
+#[test]
+fn the_aarch64_listing_shows_the_table_as_data() {
+    use vcode::aarch64::A64;
+    for n in [1u64, 5, 17] {
+        let code = switch::<A64>(n, 0).unwrap();
+        let listing = code.disassemble();
+        // The aarch64 listing's first column is the address: offsets are
+        // those less the code's.
+        let base = code.addr();
+        let (entries, starts) = listed_table(&listing, ".word");
+        let starts: Vec<usize> = starts.iter().map(|a| a - base).collect();
+        assert_eq!(entries.len(), n as usize, "{listing}");
+        for t in &entries {
+            assert!(
+                starts.contains(t),
+                "entry {t:x} is no instruction's start:\n{listing}"
+            );
+        }
+        assert!(!listing.contains("invalid"), "{listing}");
+    }
+}
