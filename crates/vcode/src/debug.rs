@@ -49,17 +49,18 @@ pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
             let next_mark = marks.peek().map_or(usize::MAX, |m| m.0);
             let mut at = off + insn.len();
             while let Some(w) = code.get(at..at + 8).filter(|_| at + 8 <= next_mark) {
-                let target = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+                let target = w.iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b));
                 let Some(to) = target.checked_sub(ip).filter(|&t| t < code.len() as u64) else {
                     break;
                 };
                 out.push_str(&format!("  {at:5x}  {:<22} .quad   {to:x}\n", hex(w)));
                 at += 8;
             }
-            if at >= code.len() {
+            // Past the table: the code after it (nothing if it ends the
+            // code; `set_position` refuses only a position past the end).
+            if at >= code.len() || dec.set_position(at).is_err() {
                 break;
             }
-            dec.set_position(at).expect("a position inside the code");
             dec.set_ip(ip + at as u64);
         }
     }
