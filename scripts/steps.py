@@ -79,6 +79,14 @@ def symbol_of(binary, name):
     sys.exit(f"steps.py: no function symbol containing {name!r} in {binary}")
 
 
+def at_line(loc, mark):
+    """Whether `loc` (`/path/file.rs:LINE`, perhaps with a discriminator
+    after it) is the line `mark` (`file.rs:LINE`): `inbox.rs:84` is not
+    `inbox.rs:841`."""
+    path = loc.split(" ", 1)[0]
+    return path == mark or path.endswith("/" + mark)
+
+
 def chains(binary, addrs):
     """Each address's inlining chain, innermost first: (function, file:line)."""
     out = subprocess.run(
@@ -129,8 +137,7 @@ def main():
         if chain is None:
             key = "(outside the binary: generated code, libc)"
         else:
-            if first_mark is None and any(loc.endswith(mark) or f"/{mark}" in loc
-                                          for _, loc in chain):
+            if first_mark is None and any(at_line(loc, mark) for _, loc in chain):
                 first_mark = k
             own = [(f, loc) for f, loc in chain if not loc.startswith(STD)]
             f, loc = (own or chain)[0]
