@@ -2520,7 +2520,8 @@ impl Code {
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect();
-        // The table that starts at this word, and where it started.
+        // Within a jump table, the offset where it starts: its entries
+        // are offsets from there.
         let mut table = None;
         for (i, (w, &word)) in code.chunks_exact(4).zip(&words).enumerate() {
             let at = 4 * i;

@@ -105,10 +105,9 @@ fn an_unplaced_target_is_a_typed_error() {
     );
 }
 
-/// The offsets (hex, in the code) that a listing gives its entries, and
-/// of the first entry, as `(entries, first line's offset)`; the table's
-/// entries are the lines whose text starts with `kind` (`.quad`,
-/// `.word`).
+/// A listing's table entries (the lines whose text starts with `kind`,
+/// `.quad` or `.word`) as the targets they give, and the first column
+/// (offset or address, hex) of every other line: `(targets, starts)`.
 fn listed_table(listing: &str, kind: &str) -> (Vec<usize>, Vec<usize>) {
     let mut entries = Vec::new();
     let mut starts = Vec::new();
