@@ -174,6 +174,19 @@ fn listing_of(class: &[u8]) -> String {
         .expect("a listing")
 }
 
+/// The lines of method `name`'s code in `listing` (`"doTx("`), from its
+/// mark to the next method's: its `; bci N` marks and its instruction
+/// lines.
+#[cfg(target_arch = "x86_64")]
+fn method_lines<'a>(listing: &'a str, name: &str) -> impl Iterator<Item = &'a str> {
+    let mark = format!("; {name}");
+    listing
+        .lines()
+        .skip_while(move |l| !l.trim().starts_with(&mark))
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+}
+
 /// A listing's instruction line as (mnemonic, operands); `None` for a
 /// mark (`; ...`) or an empty line.
 #[cfg(target_arch = "x86_64")]
@@ -393,12 +406,7 @@ fn the_standard_applets_tail_push_makes_no_call() {
     }
     let listing = listing_of(unet::applets::STANDARD);
     // doTx's lines: `; bci N` marks and `offset  bytes  mnemonic operands`.
-    let lines: Vec<&str> = listing
-        .lines()
-        .skip_while(|l| !l.trim().starts_with("; doTx("))
-        .skip(1)
-        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
-        .collect();
+    let lines: Vec<&str> = method_lines(&listing, "doTx(").collect();
     // The instructions (mnemonic, operands) of each bytecode's code.
     let mut groups: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for l in lines {
@@ -482,13 +490,7 @@ fn the_lent_tail_push_records_its_array_and_offset_in_one_store() {
     let listing = listing_of(unet::applets::STANDARD_LENT);
     // doTx's instructions (mnemonic, operands), to the deferring way's
     // jump to the push's end.
-    let insns: Vec<(String, String)> = listing
-        .lines()
-        .skip_while(|l| !l.trim().starts_with("; doTx("))
-        .skip(1)
-        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
-        .filter_map(insn)
-        .collect();
+    let insns: Vec<(String, String)> = method_lines(&listing, "doTx(").filter_map(insn).collect();
     let jump = insns
         .iter()
         .position(|(m, _)| m == "jmp")
@@ -551,10 +553,7 @@ fn the_lent_dorx_compares_its_length_in_the_frame() {
     }
     let listing = listing_of(unet::applets::STANDARD_LENT);
     // doRx's first two instructions (mnemonic, operands).
-    let insns: Vec<(String, String)> = listing
-        .lines()
-        .skip_while(|l| !l.trim().starts_with("; doRx("))
-        .skip(1)
+    let insns: Vec<(String, String)> = method_lines(&listing, "doRx(")
         .filter_map(insn)
         .take(2)
         .collect();
@@ -587,11 +586,7 @@ fn the_lent_applets_code_has_no_frame_pointer_and_adds_its_count_from_memory() {
         !listing.contains("rbp") && !listing.contains("leave"),
         "{listing}"
     );
-    let way: Vec<(String, String)> = listing
-        .lines()
-        .skip_while(|l| !l.trim().starts_with("; doTx("))
-        .skip(1)
-        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+    let way: Vec<(String, String)> = method_lines(&listing, "doTx(")
         .filter_map(insn)
         .take_while(|(m, _)| m != "jmp")
         .collect();
