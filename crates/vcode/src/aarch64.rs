@@ -2523,7 +2523,7 @@ impl Code {
         // Within a jump table, the offset where it starts: its entries
         // are offsets from there.
         let mut table = None;
-        for (i, (w, &word)) in code.chunks_exact(4).zip(&words).enumerate() {
+        for (i, &word) in words.iter().enumerate() {
             let at = 4 * i;
             let mut headed = false;
             for (_, t) in all.iter().filter(|m| m.0 == at) {
@@ -2540,7 +2540,7 @@ impl Code {
             table = to.and(table);
             let text = match to {
                 Some(to) => format!(".word   {to:x}"),
-                None => match dec.decode(&mut U8Reader::new(w)) {
+                None => match dec.decode(&mut U8Reader::new(&word.to_le_bytes())) {
                     Ok(insn) => insn.to_string(),
                     Err(e) => format!("(invalid: {e})"),
                 },
