@@ -14,6 +14,11 @@
 //! exactly those bytes; a `doLtoHDMA` over the lent message traps and sends
 //! nothing, one beside it does not; and a class whose `doTx` keeps `msg`
 //! is refused at install. The probe is `applets/unet/LentTx.java`.
+//!
+//! `Endpoint::send` lends `doTx` the caller's own bytes, where they lie,
+//! instead of a copy in the transmit region (the copying `doTx` still gets
+//! that copy); bytes in the sender's own segment, which its natives
+//! write, are copied there first.
 #![cfg(not(loom))]
 
 #[path = "common/loopback.rs"]
@@ -218,6 +223,88 @@ fn do_lto_hdma_over_the_lent_message_traps_and_beside_it_does_not() {
             }
             assert_eq!(a.counts().applet_traps, traps, "{what}");
         }
+    }
+}
+
+/// The first `n` bytes of `a`'s transmit region (the start of its buffer
+/// area, where `send` copies a message for `doTx` to read).
+fn region(a: &Endpoint, n: usize) -> Vec<u8> {
+    assert!(n as u64 <= a.tx_region());
+    let mut got = vec![0u8; n];
+    a.segment().read_bytes(a.layout().area, &mut got);
+    got
+}
+
+#[test]
+fn send_lends_a_lent_do_tx_the_callers_bytes_and_copies_them_for_a_copying_one() {
+    const SEEN: usize = 16 << 10;
+    let pattern: Vec<u8> = (0..SEEN).map(|i| (i * 7 + 3) as u8).collect();
+    for (on, way) in cases().filter(|(_, w)| !matches!(w, Way::Area)) {
+        for (sender, lends) in [
+            (unet::applets::LENT_TX, true),
+            (unet::applets::STANDARD_LENT, true),
+            (unet::applets::STANDARD, false),
+        ] {
+            let e = engine();
+            let (mut a, mut b, ab, ba) = pair(&e, sender, Some(unet::applets::STANDARD_LENT), on);
+            a.write_area(0, &pattern).unwrap();
+            let what = format!("{on:?} {way:?}, lent doTx: {lends}");
+            for (k, len) in SIZES.into_iter().enumerate() {
+                let m = message(k as u8 + 30, len);
+                deliver(&mut a, ab, &mut b, &m, way);
+                let got = b.recv().map(|r| (r.chan(), r.to_vec()));
+                assert_eq!(got, Some((ba, m)), "{what}, {len} B");
+            }
+            // A lent `doTx` read the messages where the application had
+            // them: the transmit region is as it was written. A copying
+            // one read them from there, where the first was copied.
+            let after = region(&a, SEEN);
+            if lends {
+                assert_eq!(after, pattern, "{what}: the transmit region written");
+            } else {
+                assert_ne!(after, pattern, "{what}: nothing copied for doTx");
+            }
+            for c in [a.counts(), b.counts()] {
+                assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn send_of_bytes_in_the_senders_own_area_lends_a_copy_that_its_natives_cannot_reach() {
+    // `LentTx` in mode 2 copies its message with `doLtoHDMA` to `target`
+    // in the area, then pushes it at a tail site. The message lies at
+    // `own` in the sender's own area, and the copy goes one byte on, over
+    // it: were those bytes lent in place, the copy would change them under
+    // `doTx` (and the message sent would be shifted). Lent from a copy in
+    // the transmit region, `doTx` sends the message as it was, and the
+    // copy is made.
+    for (on, way) in cases().filter(|(_, w)| !matches!(w, Way::Area)) {
+        let e = engine();
+        let (mut a, mut b, ab, ba) = pair(&e, unet::applets::LENT_TX, None, on);
+        let own = (a.layout().area_len - 8192) as u32;
+        e.with_applet(a.id(), |ap| {
+            ap.set_static_int("mode", 2).unwrap();
+            ap.set_static_int("target", own as i32 + 1).unwrap();
+        });
+        let what = format!("{on:?} {way:?}");
+        for (k, len) in SIZES.into_iter().filter(|&l| l > 0).enumerate() {
+            let m = message(k as u8 + 120, len);
+            a.write_area(own, &m).unwrap();
+            let seg = a.segment().clone();
+            let at = a.layout().area + own as usize;
+            seg.with_bytes(at, len, |bytes| {
+                deliver(&mut a, ab, &mut b, bytes, way);
+            });
+            let got = b.recv().map(|r| (r.chan(), r.to_vec()));
+            assert_eq!(got, Some((ba, m.clone())), "{what}, {len} B");
+            let mut copy = vec![0u8; len];
+            a.segment().read_bytes(at + 1, &mut copy);
+            assert_eq!(copy, m, "{what}, {len} B: the copy made");
+        }
+        let c = a.counts();
+        assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
     }
 }
 

@@ -212,23 +212,46 @@ pub(super) struct Deferred {
 /// lent bytes too: standard-40 counted 12 instructions more a message
 /// with it.
 ///
-/// `LENT`: whether `m` is a lent `doTx`'s (the caller tested `m.array`
-/// once, [`applet_tx_inlined`]), so that the path of every other message
-/// is compiled as it was before the lent form, with no test of its own.
+/// A lent `doTx`'s message in the sending application's own memory
+/// ([`CallerMsg`]) is read there: `m.off` is its offset in those bytes,
+/// which the caller checked.
+///
+/// `src`: where the message is ([`Src`]; the caller tested `m.array`
+/// once, [`applet_tx_inlined`], and each way passes a constant), so that
+/// the path of every other message is compiled as it was before the lent
+/// forms, with no test of its own.
 #[inline(always)]
-pub(super) fn deferred_bytes<'a, const LENT: bool>(
+pub(super) fn deferred_bytes<'a>(
     applet: Option<&'a Loaded>,
     port: &'a Port,
     m: &Deferred,
+    src: Src<'a>,
 ) -> Option<&'a [i8]> {
-    if LENT {
-        return area_message(port, m);
+    match src {
+        Src::Area => return area_message(port, m),
+        Src::Caller(bytes) => {
+            let at = m.off as usize;
+            return bytes.get(at..at + m.len as usize).map(bytemuck::cast_slice);
+        }
+        Src::Heap => {}
     }
     let l = applet?;
     let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
         return None;
     };
     v.get(m.off as usize..m.off as usize + m.len as usize)
+}
+
+/// Where a deferred message's bytes are ([`deferred_bytes`]): the
+/// applet's heap (any array but the lent one), or, for the lent array
+/// (`jive::LENT`), where the engine lent it from: the buffer area
+/// ([`run_tx_lent`]; `m.off` rebased by [`Deferred::in_area`]) or the
+/// sending application's own bytes ([`run_tx_caller`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Src<'a> {
+    Heap,
+    Area,
+    Caller(&'a [u8]),
 }
 
 /// [`deferred_bytes`] of a lent `doTx`'s message: `m.len` bytes at
@@ -1194,23 +1217,182 @@ impl Outcome {
 /// time travel in registers into its match instead of through a returned
 /// tuple in memory.
 #[inline(always)]
-fn invoke_tx(rx: &mut RxSide, port: &Port, d: TxDesc, timed: bool) -> Option<(Outcome, Duration)> {
+fn invoke_tx(
+    rx: &mut RxSide,
+    port: &Port,
+    msg: impl TxMsg,
+    timed: bool,
+) -> Option<(Outcome, Duration)> {
     let l = rx.applet.as_mut()?;
-    let ran = match &mut l.do_tx {
-        DoTx::Copied(m) => {
-            let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
-            run_on::<3, true>(&mut l.applet, m, &mut rx.io, args, timed)
-        }
-        DoTx::Lent(m) => match run_tx_lent(&mut l.applet, m, &mut rx.io, d, timed) {
-            Some(ran) => ran,
-            None => {
-                // Not lent (see `run_tx_lent`): not run, the message
-                // dropped as one the applet refused.
-                return Some((Outcome::Refused, Duration::ZERO));
+    match msg.run(l, &mut rx.io, timed) {
+        Some(ran) => Some(settle(rx, port, ran)),
+        // Not lent (see `TxMsg::run`): not run, the message dropped as
+        // one the applet refused.
+        None => Some((Outcome::Refused, Duration::ZERO)),
+    }
+}
+
+/// The message a `doTx` runs on ([`applet_tx_inlined`]): a descriptor's,
+/// in the endpoint's buffer area ([`TxDesc`]: the transmit queue's, and
+/// [`crate::Endpoint::send_with`]'s and `send`'s when the message was
+/// copied there), or the sending application's own bytes
+/// ([`CallerMsg`]: `send` to a lent `doTx`). Each compiles its own
+/// instance of the path, with no test of which it is.
+pub(super) trait TxMsg: Copy {
+    /// Its channel.
+    fn chan(self) -> u16;
+    /// Its length (at most the largest message, which its callers check).
+    fn len(self) -> u32;
+    /// Whether [`Engine::send_applet_msg`] may hand it to `doTx` directly
+    /// (beyond the channel's and the length's tests, made there): its
+    /// bytes are where this form of `doTx` may read them.
+    fn takes(self, port: &Port) -> bool;
+    /// Sent as standard U-Net, the applet removed since its flag was read.
+    fn transmit_plain(self, framer: &mut Framer, port: &Port) -> Result<(), HostError>;
+    /// `doTx` of `l` on it, under `io`'s accounting; `None` where it did
+    /// not run.
+    fn run(self, l: &mut Loaded, io: &mut Io, timed: bool) -> Option<Ran>;
+    /// Sends the message a lent `doTx` deferred (`m.array` is
+    /// `jive::LENT`: a range of this message), as
+    /// [`Engine::resolve_deferred`]; `false` where it is not in the
+    /// message (never: the push checked it), as for bytes that are gone.
+    fn resolve_lent(
+        self,
+        engine: &Engine,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: &Deferred,
+        me: Me,
+    ) -> bool;
+}
+
+impl TxMsg for TxDesc {
+    #[inline(always)]
+    fn chan(self) -> u16 {
+        self.chan
+    }
+
+    #[inline(always)]
+    fn len(self) -> u32 {
+        self.len
+    }
+
+    #[inline(always)]
+    fn takes(self, port: &Port) -> bool {
+        port.layout.in_area(self.offset, self.len)
+    }
+
+    #[inline(always)]
+    fn transmit_plain(self, framer: &mut Framer, port: &Port) -> Result<(), HostError> {
+        framer.transmit_from(
+            &port.seg,
+            port.layout.area + self.offset as usize,
+            self.chan,
+            self.len,
+        )
+    }
+
+    #[inline(always)]
+    fn run(self, l: &mut Loaded, io: &mut Io, timed: bool) -> Option<Ran> {
+        match &mut l.do_tx {
+            DoTx::Copied(m) => {
+                let args = [self.len as i32, i32::from(self.chan), self.offset as i32];
+                Some(run_on::<3, true>(&mut l.applet, m, io, args, timed))
             }
-        },
-    };
-    Some(settle(rx, port, ran))
+            DoTx::Lent(m) => run_tx_lent(&mut l.applet, m, io, self, timed),
+        }
+    }
+
+    #[inline(always)]
+    fn resolve_lent(
+        self,
+        engine: &Engine,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: &Deferred,
+        me: Me,
+    ) -> bool {
+        engine.resolve_lent(tx, rx, port, m, me)
+    }
+}
+
+/// A message in the sending application's own memory, for an applet
+/// whose `doTx` is lent ([`crate::Endpoint::send`], through
+/// [`Engine::send_applet_bytes`]): lent to `doTx` where it lies, not
+/// first copied into the transmit region, and the message `doTx` defers
+/// read from there too ([`Src::Caller`]). Never in the endpoint's own
+/// segment, which its natives write ([`TxMsg::takes`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CallerMsg<'m> {
+    pub(super) chan: u16,
+    pub(super) bytes: &'m [u8],
+}
+
+impl TxMsg for CallerMsg<'_> {
+    #[inline(always)]
+    fn chan(self) -> u16 {
+        self.chan
+    }
+
+    #[inline(always)]
+    fn len(self) -> u32 {
+        // At most the largest message (the caller's test), below 2^32.
+        self.bytes.len() as u32
+    }
+
+    #[inline(always)]
+    fn takes(self, port: &Port) -> bool {
+        // The form is read under the transmit lock, which the caller
+        // holds and `Engine::set_applet` takes to change the applet: it
+        // stays lent until the invocation, or the applet goes (closing).
+        port.lends_tx.load(Ordering::Relaxed)
+            && u32::try_from(self.bytes.len()).is_ok()
+            && !in_segment(&port.seg, self.bytes)
+    }
+
+    #[inline(always)]
+    fn transmit_plain(self, framer: &mut Framer, _port: &Port) -> Result<(), HostError> {
+        framer.push_message(self.chan, bytemuck::cast_slice(self.bytes))
+    }
+
+    #[inline(always)]
+    fn run(self, l: &mut Loaded, io: &mut Io, timed: bool) -> Option<Ran> {
+        match &mut l.do_tx {
+            DoTx::Lent(m) => run_tx_caller(&mut l.applet, m, io, self, timed),
+            // Never: `takes` found the form lent under the transmit lock,
+            // and only `Engine::set_applet`, which takes that lock, changes
+            // it. Not run, dropped and counted as the applet's refusal.
+            DoTx::Copied(_) => {
+                debug_assert!(false, "a caller's message for a copied doTx");
+                None
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn resolve_lent(
+        self,
+        engine: &Engine,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: &Deferred,
+        me: Me,
+    ) -> bool {
+        // The push checked the range against the lent array, this message.
+        u64::from(m.off) + u64::from(m.len) <= self.bytes.len() as u64
+            && engine.resolve_deferred(tx, rx, port, *m, Src::Caller(self.bytes), me)
+    }
+}
+
+/// Whether `bytes` start in `seg` (its buffer area and queues, which its
+/// applet's natives write): a message there is copied before it is lent.
+#[inline(always)]
+pub(super) fn in_segment(seg: &Segment, bytes: &[u8]) -> bool {
+    let base = seg.as_ptr().as_ptr() as usize;
+    (bytes.as_ptr() as usize).wrapping_sub(base) < seg.len()
 }
 
 /// `doTx`'s lent form ([`DoTx::Lent`]) on the message of descriptor `d`:
@@ -1271,6 +1453,43 @@ pub(super) fn run_tx_lent(
     let c = lend.run_prepared_lent_inlined::<Lender, 3, LENT_MSG>(m, args, io);
     io.inv.words.area.restore();
     io.held = 0..0;
+    io.end(lent);
+    Some(Ran {
+        c,
+        took: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        timed: start.is_some(),
+    })
+}
+
+/// `doTx`'s lent form on a message in the sending application's own
+/// memory ([`CallerMsg`]), lent where it lies: as [`run_tx_lent`], but
+/// with nothing of the buffer area held from the natives (the bytes are
+/// not in the endpoint's segment, [`TxMsg::takes`]). `None` where jive
+/// refuses the lend (one active already, which the engine never leaves;
+/// more bytes than a `byte[]` holds, which `max_message` excludes).
+#[inline(always)]
+fn run_tx_caller(
+    applet: &mut jive::Applet,
+    m: &mut LentMethod,
+    io: &mut Io,
+    msg: CallerMsg<'_>,
+    timed: bool,
+) -> Option<Ran> {
+    // SAFETY: `msg.bytes` is a shared borrow that outlives the lend, which
+    // ends when `lend` is dropped, at this function's end: the bytes are
+    // readable for their length until then, and the borrow keeps any Rust
+    // reference from writing them. The invocation's natives write this
+    // endpoint's segment (its buffer area and queues) and the applet's
+    // heap, and the bytes are in neither (`TxMsg::takes` found them outside
+    // the segment; the heap is the applet's own). They may lie in memory
+    // another process writes (another segment): the applet and its natives
+    // read them as plain bytes.
+    let mut lend = unsafe { applet.lend_slice(msg.bytes) }.ok()?;
+    let start = timed.then(Instant::now);
+    let lent = io.begin();
+    // The first argument is the lend's (`Lend` puts the lent handle there).
+    let args = [0, msg.len() as i32, i32::from(msg.chan)];
+    let c = lend.run_prepared_lent_inlined::<Lender, 3, LENT_MSG>(m, args, io);
     io.end(lent);
     Some(Ran {
         c,
@@ -1420,8 +1639,7 @@ impl Io {
     /// such a message instead of lending it.
     #[inline(always)]
     fn in_segment(&self, bytes: &[u8]) -> bool {
-        let base = self.seg.as_ptr().as_ptr() as usize;
-        (bytes.as_ptr() as usize).wrapping_sub(base) < self.seg.len()
+        in_segment(&self.seg, bytes)
     }
 }
 
@@ -1584,12 +1802,15 @@ pub(super) fn applet_tx(
 /// whose own frame then holds the invocation's (one call, one set of
 /// register saves a message fewer). `me` is the calling thread's token,
 /// read once for the locks and owners of the whole path.
+///
+/// `msg`: a descriptor's message, in the buffer area ([`TxDesc`]), or the
+/// sending application's bytes ([`CallerMsg`]), each its own instance.
 #[inline(always)]
-pub(super) fn applet_tx_inlined(
+pub(super) fn applet_tx_inlined<M: TxMsg>(
     engine: &Engine,
     tx: &mut TxSide,
     port: &Port,
-    d: TxDesc,
+    msg: M,
     timed: bool,
     me: Me,
 ) -> (TxStatus, Duration) {
@@ -1598,12 +1819,7 @@ pub(super) fn applet_tx_inlined(
     if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.
         drop(guard);
-        let status = match tx.framer.transmit_from(
-            &port.seg,
-            port.layout.area + d.offset as usize,
-            d.chan,
-            d.len,
-        ) {
+        let status = match msg.transmit_plain(&mut tx.framer, port) {
             Ok(()) => TxStatus::Sent,
             Err(_) => TxStatus::Dropped,
         };
@@ -1649,21 +1865,22 @@ pub(super) fn applet_tx_inlined(
     // the outbox's free bytes (`Io::lend_frame`): the inline tail push
     // writes its frame there, and the frame joins the outbox here
     // (`Io::take_frame`), before anything else reads it.
-    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan, me);
+    let chan = msg.chan();
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, chan, me);
     if may {
         rx.io.defer = true;
-        rx.io.lend_tail(d.chan);
+        rx.io.lend_tail(chan);
     } else {
-        rx.io.lend_frame(d.chan);
+        rx.io.lend_frame(chan);
     }
-    let mut r = invoke_tx(rx, port, d, timed);
+    let mut r = invoke_tx(rx, port, msg, timed);
     if !may {
-        rx.io.take_frame(d.chan);
+        rx.io.take_frame(chan);
     }
     if may {
         rx.io.defer = false;
         // The inline form's first: on the JIT, the common one.
-        let m = match rx.io.take_tail(d.chan) {
+        let m = match rx.io.take_tail(chan) {
             Some(m) => {
                 debug_assert!(
                     rx.io.deferred.is_none(),
@@ -1673,15 +1890,14 @@ pub(super) fn applet_tx_inlined(
             }
             None => rx.io.deferred.take(),
         };
-        // A lent `doTx`'s message is read from the area, where it was lent
-        // from (`deferred_bytes`), on a way of its own
-        // ([`Engine::resolve_lent`]), so that the copied form's is as it
-        // was.
+        // A lent `doTx`'s message is read where it was lent from (the
+        // area, [`Engine::resolve_lent`], or the sender's bytes), on a way
+        // of its own, so that the copied form's is as it was.
         if let Some(m) = m
             && !(if m.array == jive::LENT {
-                engine.resolve_lent(tx, rx, port, &m, me)
+                msg.resolve_lent(engine, tx, rx, port, &m, me)
             } else {
-                engine.resolve_deferred::<false>(tx, rx, port, m, me)
+                engine.resolve_deferred(tx, rx, port, m, Src::Heap, me)
             })
         {
             // The deferred bytes were gone (see `resolve_deferred`): the

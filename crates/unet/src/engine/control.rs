@@ -114,6 +114,7 @@ impl Engine {
                 next: Outbox::default(),
             })),
             has_applet: AtomicBool::new(rx.applet.is_some()),
+            lends_tx: AtomicBool::new(rx.applet.as_ref().is_some_and(Loaded::lends_tx)),
             rx: CacheLine(SideLock::new(rx)),
             inbox: CacheLine(inbox::Inbox::new(budgets.inbox_frames, budgets.inbox_bytes)),
             closed: AtomicBool::new(false),
@@ -483,6 +484,10 @@ impl Engine {
             None => None,
         };
         port.has_applet.store(loaded.is_some(), Ordering::Release);
+        port.lends_tx.store(
+            loaded.as_ref().is_some_and(Loaded::lends_tx),
+            Ordering::Relaxed,
+        );
         rx.applet = loaded;
         rx.traps_since_install = 0;
         rx.overruns_in_row = 0;

@@ -1466,7 +1466,8 @@ impl Engine {
 
     /// [`Engine::send_direct`] of `msg`, for [`crate::Endpoint::send`],
     /// which also learns why it declined if the endpoint has an applet
-    /// (it then copies the message into the buffer area for
+    /// (it then offers the message to a lent `doTx` where it is,
+    /// [`Engine::send_applet_bytes`], or copies it into the buffer area for
     /// [`Engine::send_applet_direct`]): the applet flag read once, first,
     /// for both, so that a message without an applet that goes through the
     /// queue (a checksummed channel, or a frame) reads it no more often
@@ -1475,7 +1476,12 @@ impl Engine {
     pub(crate) fn send_direct_or_applet(&self, port: &Port, chan: u16, msg: &[u8]) -> Handed {
         let version = self.inner.verdicts.load(Ordering::Acquire);
         if port.has_applet.load(Ordering::Acquire) {
-            Handed::ToApplet
+            // Read again under the transmit lock (`CallerMsg::takes`).
+            if port.lends_tx.load(Ordering::Relaxed) {
+                Handed::ToLentApplet
+            } else {
+                Handed::ToApplet
+            }
         } else if version != 0 && self.send_direct_locked(port, chan, Direct::Bytes(msg), version) {
             Handed::Sent
         } else {
@@ -1529,6 +1535,32 @@ impl Engine {
         offset: u32,
         len: u32,
     ) -> Option<TxStatus> {
+        let d = TxDesc {
+            len,
+            offset,
+            chan,
+            ..TxDesc::default()
+        };
+        self.send_applet_msg(port, d)
+    }
+
+    /// [`Engine::send_applet_direct`] of a message in the caller's own
+    /// memory, `msg` ([`crate::Endpoint::send`]), for an applet whose
+    /// `doTx` is lent: `doTx` is lent `msg` where it lies, and the message
+    /// it defers is sent from there ([`CallerMsg`]), without the copy into
+    /// the transmit region that [`Engine::send_applet_direct`] reads. It
+    /// declines, as that one does, and also for a copied `doTx` and for
+    /// bytes in the endpoint's own segment, which its natives write (the
+    /// caller then copies the message into the area and offers it there).
+    #[inline(always)]
+    pub(crate) fn send_applet_bytes(&self, port: &Port, chan: u16, msg: &[u8]) -> Option<TxStatus> {
+        self.send_applet_msg(port, CallerMsg { chan, bytes: msg })
+    }
+
+    /// The body of [`Engine::send_applet_direct`] and
+    /// [`Engine::send_applet_bytes`], for the message `msg`.
+    #[inline(always)]
+    fn send_applet_msg<M: TxMsg>(&self, port: &Port, msg: M) -> Option<TxStatus> {
         // The thread's token read once, for the three locks, the claim and
         // the owners' tests of the whole path.
         let me = Me::current();
@@ -1547,23 +1579,16 @@ impl Engine {
             max_message,
             ..
         } = &tx.framer;
-        match channels.get(usize::from(chan)) {
-            Some(Some(ch))
-                if len <= *max_message && port.layout.in_area(offset, len) && !ch.closed() => {}
+        match channels.get(usize::from(msg.chan())) {
+            Some(Some(ch)) if msg.len() <= *max_message && msg.takes(port) && !ch.closed() => {}
             _ => return None,
         }
         bump(&port.stats.tx_descriptors);
-        let d = TxDesc {
-            len,
-            offset,
-            chan,
-            ..TxDesc::default()
-        };
         // The owner's thread: untimed, as `service` invokes it there.
-        let (status, _) = applet_tx_inlined(self, &mut tx, port, d, false, me);
+        let (status, _) = applet_tx_inlined(self, &mut tx, port, msg, false, me);
         // As [`Engine::service`] does after a pass: the frames `doTx`
         // made, delivered with the transmit side still locked, before the
-        // caller reuses the bytes at `offset`.
+        // caller reuses the message's bytes.
         let TxSide { framer, next, .. } = &mut *tx;
         if !framer.out.is_empty() {
             self.pump_applet(port, framer, next);
@@ -1626,19 +1651,20 @@ impl Engine {
     /// `LENT`: `m` is a lent `doTx`'s message, in `port`'s area
     /// ([`deferred_bytes`]; [`Engine::resolve_lent`]).
     #[inline(always)]
-    pub(super) fn resolve_deferred<const LENT: bool>(
+    pub(super) fn resolve_deferred(
         &self,
         tx: &mut TxSide,
         rx: &mut RxSide,
         port: &Port,
         m: Deferred,
+        src: Src<'_>,
         me: Me,
     ) -> bool {
-        if rx.io.framer.out.is_empty() && self.deliver_deferred::<LENT>(tx, rx, port, &m, me) {
+        if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m, src, me) {
             return true;
         }
         let RxSide { io, applet, .. } = rx;
-        match deferred_bytes::<LENT>(applet.as_ref(), port, &m) {
+        match deferred_bytes(applet.as_ref(), port, &m, src) {
             Some(p) => {
                 io.framer.push_checked(m.chan, p);
                 true
@@ -1667,7 +1693,7 @@ impl Engine {
         me: Me,
     ) -> bool {
         match m.in_area(&rx.io) {
-            Some(m) => self.resolve_deferred::<true>(tx, rx, port, m, me),
+            Some(m) => self.resolve_deferred(tx, rx, port, m, Src::Area, me),
             None => false,
         }
     }
@@ -1698,12 +1724,13 @@ impl Engine {
     /// frames into `tx.next`, the receive queue published. Always inlined
     /// into [`Engine::resolve_deferred`].
     #[inline(always)]
-    fn deliver_deferred<const LENT: bool>(
+    fn deliver_deferred(
         &self,
         tx: &mut TxSide,
         rx: &RxSide,
         port: &Port,
         m: &Deferred,
+        src: Src<'_>,
         me: Me,
     ) -> bool {
         // The message's fields kept in memory and read there where a way
@@ -1739,7 +1766,17 @@ impl Engine {
         // now, with nothing made before it (`next` empty, so that nothing
         // made earlier is overtaken).
         if dst.applet_elsewhere_as(next, me) {
-            return next.is_empty() && self.enqueue_deferred::<LENT>(rx, port, dst, owner, m, me);
+            if !next.is_empty() {
+                return false;
+            }
+            // `false`, having counted nothing, only where the message's
+            // bytes are gone (`resolve_deferred` then finds them gone too
+            // and counts the drop).
+            let Some(bytes) = deferred_bytes(rx.applet.as_ref(), port, m, src) else {
+                return false;
+            };
+            self.enqueue_deferred(dst, owner, bytes, me);
+            return true;
         }
         if core::ptr::eq(dst, port) {
             return false;
@@ -1750,17 +1787,19 @@ impl Engine {
         if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
             return false;
         }
-        let Some(bytes) = deferred_bytes::<LENT>(rx.applet.as_ref(), port, m) else {
+        let Some(bytes) = deferred_bytes(rx.applet.as_ref(), port, m, src) else {
             return false;
         };
-        // A lent `doTx`'s message is the sending application's bytes, in
-        // `port`'s area: not the application's bytes `Payload::app` means
-        // (which may lie in any segment, the receiver's own among them),
-        // since `dst` is not `port` (tested above) and every endpoint has a
-        // segment of its own, so that the lent `doRx` may lend them in
-        // place without looking (7 instructions a message).
+        // A lent `doTx`'s message in `port`'s area is not the application's
+        // bytes `Payload::app` means (which may lie in any segment, the
+        // receiver's own among them), since `dst` is not `port` (tested
+        // above) and every endpoint has a segment of its own, so that the
+        // lent `doRx` may lend them in place without looking (7
+        // instructions a message). One in the sending application's own
+        // memory is such bytes: it may be a message the application holds
+        // in `dst`'s buffers.
         let payload = Payload {
-            app: false,
+            app: matches!(src, Src::Caller(_)),
             head: bytemuck::cast_slice(bytes),
             tail: None,
         };
@@ -1785,9 +1824,8 @@ impl Engine {
     /// nothing where it enters, the engine's `closed` for a closed peer,
     /// the peer's `rx_queue_full` for an inbox at its budget.
     ///
-    /// `false`, having counted nothing, only where the message's bytes are
-    /// gone ([`Engine::resolve_deferred`] then finds them gone too and
-    /// counts the drop).
+    /// The message's bytes are the caller's ([`deferred_bytes`]), found
+    /// after those tests.
     ///
     /// Until 2026-12-01 it made the tests itself again, after
     /// `deliver_deferred` had made them and declined (the channel's look-up,
@@ -1802,18 +1840,7 @@ impl Engine {
     /// 31 instructions of the lent form's send on two threads
     /// (`xthr_count` `LENT=1` at 40 bytes, 693 -> 662 a message).
     #[inline(always)]
-    fn enqueue_deferred<const LENT: bool>(
-        &self,
-        rx: &RxSide,
-        port: &Port,
-        dst: &Port,
-        owner: u32,
-        m: &Deferred,
-        me: Me,
-    ) -> bool {
-        let Some(bytes) = deferred_bytes::<LENT>(rx.applet.as_ref(), port, m) else {
-            return false;
-        };
+    fn enqueue_deferred(&self, dst: &Port, owner: u32, bytes: &[i8], me: Me) {
         // The message alone: the verdict is taken, and the receiving
         // applet's `doRx` sees the payload alone either way.
         enqueue_bytes(
@@ -1823,7 +1850,6 @@ impl Engine {
             &self.inner.stats,
             me,
         );
-        true
     }
 
     /// Pumps the frames in `tx.next` (a receiver's, made by a deferred
@@ -2820,7 +2846,7 @@ pub(super) mod tests {
                 len: sent.len() as u32,
                 chan: ab,
             };
-            assert!(e.resolve_deferred::<false>(&mut tx, &mut rx, &pa, m, Me::current()));
+            assert!(e.resolve_deferred(&mut tx, &mut rx, &pa, m, Src::Heap, Me::current()));
             assert!(rx.io.framer.out.is_empty(), "no frame made");
             assert!(tx.framer.out.is_empty() && tx.next.is_empty());
         }
@@ -2903,7 +2929,7 @@ pub(super) mod tests {
                 len: 4,
                 chan: ab,
             };
-            assert!(!e.resolve_deferred::<false>(&mut tx, &mut rx, &pa, m, Me::current()));
+            assert!(!e.resolve_deferred(&mut tx, &mut rx, &pa, m, Src::Heap, Me::current()));
             assert!(rx.io.framer.out.is_empty() && tx.framer.out.is_empty());
         }
         assert!(pb.inbox.is_empty());

@@ -466,6 +466,13 @@ struct Loaded {
     do_rx: DoRx,
 }
 
+impl Loaded {
+    /// Whether its `doTx` is lent ([`Port::lends_tx`]).
+    fn lends_tx(&self) -> bool {
+        matches!(self.do_tx, DoTx::Lent(_))
+    }
+}
+
 /// How an applet's `doTx` receives its message (docs/unet.md, "Applets
 /// and natives"): the form its class declares.
 enum DoTx {
@@ -1302,6 +1309,13 @@ pub struct Port {
     /// Whether `rx` holds an applet, so that transmit takes the receive
     /// side's lock only when an applet's `doTx` needs it.
     has_applet: AtomicBool,
+    /// Whether that applet's `doTx` is lent ([`DoTx::Lent`]), so that a
+    /// message from the application's memory is lent to it where it lies
+    /// ([`Engine::send_applet_bytes`]). Written only with both sides'
+    /// locks held ([`Engine::set_applet`]) and read under the transmit
+    /// lock, so that it holds until the invocation (closing only removes
+    /// the applet, which `has_applet` and the receive side tell).
+    lends_tx: AtomicBool,
     /// Frames for an applet's `doRx`, in arrival order, waiting for a
     /// thread that drains them ([`Engine::drain`]): the endpoint's own
     /// application thread (its receive calls) or the engine's threads. So
