@@ -12,12 +12,17 @@
 //! WITH=1 valgrind ... target/release/examples/xthr_count 40 16400 1   # send_with, bursts of 1
 //! LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400     # StandardLent
 //! NONE=1 valgrind ... target/release/examples/xthr_count 4096 16400     # no applet
+//! QUEUED=1 LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400  # burst-25's sender
 //! ```
 //!
 //! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
 //! [`Endpoint::send_with`], copying the message in its fill, as the demo's
 //! and `loop_rtt`'s applications sent until 2026-12-02 (they now send with
-//! `send`; `loop_rtt`'s `WITH=1` times `send_with`).
+//! `send`; `loop_rtt`'s `WITH=1` times `send_with`). With `QUEUED=1` it
+//! sends as burst-25's sender does (`fastpath bench unet --only burst`):
+//! the burst's messages written in the transmit region by `send_with`
+//! with the endpoint not driving the engine, so that each is a transmit
+//! descriptor, then one `poll_engine` that takes them all.
 //!
 //! Two endpoints of one engine on `loop`, both with the standard applet
 //! (with `LENT=1` the standard applet written to the lent `doRx` and
@@ -51,10 +56,37 @@ const WARM_BURSTS: usize = 2000;
 /// sender's work.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8], with: bool, burst: usize) {
-    for _ in 0..burst {
-        send(a, chan, msg, with);
+pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8], how: How, burst: usize) {
+    send_burst(a, chan, msg, how, burst);
+}
+
+/// A burst of `burst` messages, sent `how`.
+#[inline(always)]
+fn send_burst(a: &mut Endpoint, chan: u16, msg: &[u8], how: How, burst: usize) {
+    if how == How::Queued {
+        a.set_drive(false);
+        for _ in 0..burst {
+            a.send_with(chan, msg.len(), |b| b.copy_from_slice(msg))
+                .expect("queued");
+        }
+        a.set_drive(true);
+        a.poll_engine();
+        return;
     }
+    for _ in 0..burst {
+        send(a, chan, msg, how == How::With);
+    }
+}
+
+/// How [`xthr_count_send`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// [`Endpoint::send`].
+    Send,
+    /// [`Endpoint::send_with`] (`WITH=1`).
+    With,
+    /// Transmit descriptors, taken in one pass (`QUEUED=1`).
+    Queued,
 }
 
 /// Sends `msg` with [`Endpoint::send`], or with [`Endpoint::send_with`]
@@ -93,7 +125,13 @@ fn main() {
     let size = args.first().copied().unwrap_or(40);
     let burst = args.get(2).copied().unwrap_or(BURST).max(1);
     let n = args.get(1).copied().unwrap_or(16384).div_ceil(burst) * burst;
-    let with = std::env::var_os("WITH").is_some();
+    let how = if std::env::var_os("QUEUED").is_some() {
+        How::Queued
+    } else if std::env::var_os("WITH").is_some() {
+        How::With
+    } else {
+        How::Send
+    };
     let lent = std::env::var_os("LENT").is_some();
     let none = std::env::var_os("NONE").is_some();
     let net = LoopNet::new();
@@ -135,12 +173,12 @@ fn main() {
     taken.recv().unwrap();
     let mut bytes = 0;
     for _ in 0..WARM_BURSTS {
-        uncounted_send(&mut a, ab, &msg, with, burst);
+        uncounted_send(&mut a, ab, &msg, how, burst);
         go.send(false).unwrap();
         taken.recv().unwrap();
     }
     for _ in 0..n / burst {
-        xthr_count_send(&mut a, ab, &msg, with, burst);
+        xthr_count_send(&mut a, ab, &msg, how, burst);
         go.send(true).unwrap();
         bytes += taken.recv().unwrap();
     }
@@ -154,17 +192,19 @@ fn main() {
     println!(
         "xthr_count: {n} counted messages of {size} B after {} warm-up ({}); the receiver delivered {}",
         WARM_BURSTS * burst,
-        if with { "send_with" } else { "send" },
+        match how {
+            How::Send => "send",
+            How::With => "send_with",
+            How::Queued => "send_with, queued",
+        },
         counts.rx_delivered
     );
 }
 
 /// [`xthr_count_send`] outside the toggle (the warm-up's).
 #[inline(never)]
-fn uncounted_send(a: &mut Endpoint, chan: u16, msg: &[u8], with: bool, burst: usize) {
-    for _ in 0..burst {
-        send(a, chan, msg, with);
-    }
+fn uncounted_send(a: &mut Endpoint, chan: u16, msg: &[u8], how: How, burst: usize) {
+    send_burst(a, chan, msg, how, burst);
 }
 
 /// [`xthr_count_recv`] outside the toggle (the warm-up's): its code must
