@@ -1020,15 +1020,17 @@ impl Endpoint {
 
     /// [`Endpoint::send_applet`] for an applet whose `doTx` is lent: the
     /// message is lent to it where the caller has it, without the copy into
-    /// the transmit region ([`Engine::send_applet_bytes`]: 46 instructions
-    /// fewer a 40-byte message, 163 a 1 KiB one, 450 a 4 KiB one,
+    /// the transmit region ([`Engine::send_applet_bytes`]: 43 instructions
+    /// fewer a 40-byte message, 160 a 1 KiB one, 447 a 4 KiB one,
     /// `xthr_count` `LENT=1` send, bursts of 1); where the engine declines
     /// that (the
     /// bytes in this endpoint's own segment, the applet changed, or as
     /// [`Endpoint::send_applet`] declines), through the transmit region as
     /// before. Its own function, chosen by the engine's answer
     /// ([`Handed::ToLentApplet`]), so that a copied `doTx`'s messages make
-    /// no test for it (they pay the flag's load, 4 instructions a message).
+    /// no test for it (they pay the flag's load and the third answer's
+    /// test: 4 to 7 instructions a message, `unet-count` standard-40 and
+    /// `xthr_count` send).
     #[inline(never)]
     fn send_applet_lent(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         if let Some((engine, port)) = &self.direct

@@ -1304,6 +1304,14 @@ impl TxMsg for TxDesc {
         }
     }
 
+    /// Rebased onto `port`'s buffer area ([`Deferred::in_area`]) and sent
+    /// from there ([`Src::Area`]). Its own instance of
+    /// [`Engine::resolve_deferred`], so that the copied form's is compiled
+    /// as it was; inlined into [`applet_tx_inlined`] (out of line, its
+    /// call and saves cost the lent form 20 instructions a message, and
+    /// inlined changed the copied form's count by 1). The rebase here
+    /// rather than in `resolve_deferred` itself: folded into it, the copied
+    /// form's `standard-40` counted 10 more a message.
     #[inline(always)]
     fn resolve_lent(
         self,
@@ -1314,7 +1322,10 @@ impl TxMsg for TxDesc {
         m: &Deferred,
         me: Me,
     ) -> bool {
-        engine.resolve_lent(tx, rx, port, m, me)
+        match m.in_area(&rx.io) {
+            Some(m) => engine.resolve_deferred(tx, rx, port, m, Src::Area, me),
+            None => false,
+        }
     }
 }
 
@@ -1891,7 +1902,7 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
             None => rx.io.deferred.take(),
         };
         // A lent `doTx`'s message is read where it was lent from (the
-        // area, [`Engine::resolve_lent`], or the sender's bytes), on a way
+        // area or the sender's bytes, [`TxMsg::resolve_lent`]), on a way
         // of its own, so that the copied form's is as it was.
         if let Some(m) = m
             && !(if m.array == jive::LENT {

@@ -1648,8 +1648,9 @@ impl Engine {
     /// line with that one inlined, 31 more, though `standard-40-framed`,
     /// which never defers, counted 8 fewer).
     ///
-    /// `LENT`: `m` is a lent `doTx`'s message, in `port`'s area
-    /// ([`deferred_bytes`]; [`Engine::resolve_lent`]).
+    /// `src`: where `m`'s bytes are ([`Src`]: the applet's heap, or for a
+    /// lent `doTx`'s message `port`'s area or the sender's bytes,
+    /// [`TxMsg::resolve_lent`]), a constant at each call.
     #[inline(always)]
     pub(super) fn resolve_deferred(
         &self,
@@ -1669,31 +1670,6 @@ impl Engine {
                 io.framer.push_checked(m.chan, p);
                 true
             }
-            None => false,
-        }
-    }
-
-    /// [`Engine::resolve_deferred`] of a message a lent `doTx` deferred
-    /// (`jive::LENT`): rebased onto `port`'s buffer area
-    /// ([`Deferred::in_area`]) and sent from there. `false` where it is
-    /// not in the lent range (never), as for bytes that are gone. Its own
-    /// instance of `resolve_deferred` (`LENT`), so that the copied form's
-    /// is compiled as it was; inlined into [`applet_tx_inlined`] (out of
-    /// line, its call and saves cost the lent form 20 instructions a
-    /// message, and inlined changed the copied form's count by 1). The
-    /// rebase here rather than in `resolve_deferred::<true>` itself: folded
-    /// into it, the copied form's `standard-40` counted 10 more a message.
-    #[inline(always)]
-    pub(super) fn resolve_lent(
-        &self,
-        tx: &mut TxSide,
-        rx: &mut RxSide,
-        port: &Port,
-        m: &Deferred,
-        me: Me,
-    ) -> bool {
-        match m.in_area(&rx.io) {
-            Some(m) => self.resolve_deferred(tx, rx, port, m, Src::Area, me),
             None => false,
         }
     }
