@@ -1023,10 +1023,9 @@ impl Endpoint {
     /// the transmit region ([`Engine::send_applet_bytes`]: 43 instructions
     /// fewer a 40-byte message, 160 a 1 KiB one, 447 a 4 KiB one,
     /// `xthr_count` `LENT=1` send, bursts of 1); where the engine declines
-    /// that (the
-    /// bytes in this endpoint's own segment, the applet changed, or as
-    /// [`Endpoint::send_applet`] declines), through the transmit region as
-    /// before. Its own function, chosen by the engine's answer
+    /// that (the bytes in this endpoint's own segment, the applet changed,
+    /// or as [`Endpoint::send_applet`] declines), through the transmit
+    /// region as before. Its own function, chosen by the engine's answer
     /// ([`Handed::ToLentApplet`]), so that a copied `doTx`'s messages make
     /// no test for it (they pay the flag's load and the third answer's
     /// test: 4 to 7 instructions a message, `unet-count` standard-40 and
