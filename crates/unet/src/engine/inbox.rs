@@ -51,10 +51,14 @@
 //!   is bounded by the ring instead.
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
-//!   producer that finds the ring empty past [`HOT`] bytes goes back to
-//!   its start, so a steady stream of bursts keeps to the start of it,
-//!   warm in both cores' caches, and only those pages are ever touched
-//!   (the rest of the ring is there for the budgets' frames). The going
+//!   producer goes back to the ring's start when it finds the ring empty
+//!   in two places: between [`WARM`] and [`COLD`] bytes, where the
+//!   consumer marked it empty at the end of a drain ([`Inbox::idle`]), so
+//!   that a round trip's messages keep to the ring's first lines, warm in
+//!   both cores' caches; and past [`HOT`] bytes, by the consumer's
+//!   give-back, so that a steady stream of bursts keeps to the first
+//!   quarter MiB, and only those pages are ever touched (the rest of the
+//!   ring is there for the budgets' frames). The going
 //!   back writes nothing in the ring: the producer stores where it left
 //!   off on the tail's line ([`Tail::restart`]), before the tail that
 //!   publishes the frame at the start, and the consumer, reaching that
@@ -145,13 +149,41 @@ const KIND_PAD: u16 = 1;
 // The drain tells a frame's or a message's kind from any other by
 // `kind & !KIND_MESSAGE == 0`.
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
-/// A producer that finds the ring empty past this offset goes back to its
-/// start (checked at most every [`HOT_CHECK`] bytes): the warm start.
+/// A producer between this offset and [`COLD`] goes back to the ring's
+/// start where the consumer marked the ring empty at the producer's tail
+/// ([`Inbox::idle`]): the warm start a round trip keeps to, its few lines
+/// in both cores' caches. (With 4 KiB here, the standard applet's 1 KiB
+/// round trip on `loop` was 1.82x U-Net's, against 1.69x with 1 KiB; 64
+/// bytes gained nothing more: docs/benchmarks.md, "A round trip's inbox
+/// kept warm".)
+#[cfg(not(loom))]
+pub const WARM: u64 = 1 << 10;
+/// Past this offset the consumer marks nothing and a producer walks on
+/// (to [`HOT`]): a stream's bursts longer than this go through the ring.
+/// With the mark's going back at any offset up to [`HOT`], burst-25 at 4
+/// KiB fell from 44% of plain U-Net to 25% (with the mark read and no
+/// going back, 41%): what costs a stream is its frames kept to lines the
+/// consumer has just read, likely because the producer's stores then take
+/// each line back from the consumer's cache.
+#[cfg(not(loom))]
+pub const COLD: u64 = 16 << 10;
+/// A producer that finds the ring empty past this offset by the
+/// consumer's give-back goes back to its start (checked at most every
+/// [`HOT_CHECK`] bytes): a stream's warm start, within a core's L2.
 #[cfg(not(loom))]
 pub const HOT: u64 = 256 << 10;
 /// How far apart a producer past [`HOT`] reads the consumer's position.
 #[cfg(not(loom))]
 const HOT_CHECK: u64 = 64 << 10;
+/// [`WARM`] and [`COLD`] in the loom model: its rings of a few hundred
+/// bytes reach both ways of going back, and a drain that ends at 80 bytes
+/// marks nothing (`loom_inbox`'s bad header past the ring's end, whose
+/// frames lie where its set-up puts them).
+#[cfg(loom)]
+pub const WARM: u64 = 96;
+/// See [`WARM`].
+#[cfg(loom)]
+pub const COLD: u64 = 128;
 /// [`HOT`] in the loom model: small, so that its rings of a few hundred
 /// bytes reach the warm start's going back.
 #[cfg(loom)]
@@ -546,6 +578,16 @@ pub struct Inbox {
     tail: Line<Tail>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
+    /// Where the consumer last found the ring empty at the end of a drain
+    /// between [`WARM`] and [`COLD`] (ring bytes consumed ever, stored
+    /// with `Release` after its give-backs; `u64::MAX` before any): the
+    /// ring found empty at a producer's tail without reading `given`. The
+    /// consumer writes `given` at every frame, so a producer that read it
+    /// at every push paid a line from the other core each time (burst-25
+    /// at 4 KiB fell from 42% of plain U-Net to 28%); this line is
+    /// written at most once a pass over the warm start, in a round trip
+    /// once a message, and read by producers only within it.
+    idle: Line<AtomicU64>,
     /// The consumer's position, without a lock: the consumer's calls are
     /// serialised by their callers (see the module documentation).
     cons: Line<ConsCell>,
@@ -600,6 +642,7 @@ impl Inbox {
             })),
             tail: Line::default(),
             given: Line::default(),
+            idle: Line(AtomicU64::new(u64::MAX)),
             cons: Line(ConsCell(UnsafeCell::new(Cons::default()))),
             ring: OnceLock::new(),
             size: ring_size(frames, bytes),
@@ -675,6 +718,27 @@ impl Inbox {
     #[inline]
     fn within_budgets(&self, p: &Prod, bytes: u64) -> bool {
         p.frames < p.frames_end && bytes <= p.bytes_end
+    }
+
+    /// Whether a producer at `at` past [`WARM`] goes back to the ring's
+    /// start, the ring being empty: below [`COLD`], where the consumer
+    /// marked it empty at this producer's tail ([`Inbox::idle`]); past
+    /// [`HOT`], every [`HOT_CHECK`] bytes, where its give-back says so
+    /// (`given`, which it writes at every frame, read that seldom for it).
+    /// A mark equal to the tail is the consumer's position after its
+    /// reads of every frame before it (its `Release` store, this `Acquire`
+    /// load); an older mark is below the tail, which only grows.
+    #[inline(always)]
+    fn empty_at_tail(&self, p: &mut Prod, at: u64) -> bool {
+        if at < COLD {
+            return self.idle.0.load(Ordering::Acquire) == p.tail;
+        }
+        if at >= HOT && p.tail - p.checked >= HOT_CHECK {
+            p.checked = p.tail;
+            self.refresh(p);
+            return p.head == p.tail;
+        }
+        false
     }
 
     /// Puts a frame of `len` bytes, which `fill` writes (all of them), in
@@ -767,30 +831,27 @@ impl Inbox {
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
         // before it; or, if the ring is empty and this is past its warm
-        // start ([`HOT`]), back to its start without a padding: the bytes
-        // skipped are given back at once (`Prod::floor`), the consumer
-        // told on the tail's line (`Tail::restart`). (`rest` is never 0,
-        // `at` being below the ring's size: no padding is `rest >= need`.)
+        // start ([`Inbox::empty_at_tail`]), back to its start without a
+        // padding: the bytes skipped are given back at once
+        // (`Prod::floor`), the consumer told on the tail's line
+        // (`Tail::restart`). (`rest` is never 0, `at` being below the
+        // ring's size: no padding is `rest >= need`.)
         let mut pad = 0;
         if rest < need {
             pad = rest;
-        } else if at >= HOT && p.tail - p.checked >= HOT_CHECK && need <= at {
-            p.checked = p.tail;
-            self.refresh(p);
-            if p.head == p.tail {
-                pad = rest;
-                p.floor = p.tail + pad;
-                p.head = p.floor;
-                // Published by the tail's `Release` store below, which the
-                // consumer's `Acquire` load of it reads before this. Stored
-                // here, before the room's test, which this push passes: the
-                // ring is empty from `floor`, and `need` is at most its
-                // size. (After the test, a flag kept for it cost 3
-                // instructions a push.)
-                self.tail.0.restart.store(p.tail, Ordering::Relaxed);
-                #[cfg(loom)]
-                padded(1);
-            }
+        } else if at >= WARM && need <= at && self.empty_at_tail(p, at) {
+            pad = rest;
+            p.floor = p.tail + pad;
+            p.head = p.floor;
+            // Published by the tail's `Release` store below, which the
+            // consumer's `Acquire` load of it reads before this. Stored
+            // here, before the room's test, which this push passes: the
+            // ring is empty from `floor`, and `need` is at most its size.
+            // (After the test, a flag kept for it cost 3 instructions a
+            // push.)
+            self.tail.0.restart.store(p.tail, Ordering::Relaxed);
+            #[cfg(loom)]
+            padded(1);
         }
         if p.tail + pad + need - p.head > size {
             self.refresh(p);
@@ -997,10 +1058,20 @@ impl Inbox {
         // Where the next frame is expected, for the consumer's waiting
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
         // `at` is below the ring's size, at most `RING_MAX` < 2^32.
+        //
+        // The ring found empty within the warm start: marked for
+        // producers (`Inbox::idle`, after every give-back above), whose
+        // next push then goes back to the ring's start, where the next
+        // frame is expected.
+        let mut next = c.at;
+        if c.head == tail && (WARM..COLD).contains(&c.at) {
+            self.idle.0.store(c.head, Ordering::Release);
+            next = 0;
+        }
         self.given
             .0
             .next
-            .store(c.at | c.last << 32, Ordering::Relaxed);
+            .store(next | c.last << 32, Ordering::Relaxed);
         n
     }
 

@@ -51,7 +51,10 @@ fn frames_come_back_in_order_across_the_ring_end() {
     assert!(i.is_empty());
 }
 
-/// Pushes and drains frames until the tail is at `to` (a multiple of 8).
+/// Pushes and drains frames until the tail is at `to` (a multiple of 8),
+/// the consumer's mark of the empty ring ([`Inbox::idle`]) forgotten
+/// after each drain: so that no push goes back to the ring's start on
+/// the way, nor the next one from `to`.
 fn advance(i: &Locked, to: u64) {
     loop {
         let left = to - lock(&i.prod.0).tail;
@@ -61,6 +64,7 @@ fn advance(i: &Locked, to: u64) {
         let len = left.min(504) as usize - HDR;
         i.push(0, len, fill_with(0)).unwrap();
         take_all(i);
+        i.idle.0.store(u64::MAX, Ordering::Relaxed);
     }
 }
 
@@ -180,22 +184,92 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
 }
 
 #[test]
-fn an_empty_ring_past_its_warm_start_starts_again() {
-    // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB, of
-    // which a stream that the consumer keeps up with touches only its
-    // first `HOT` bytes and a little more. (Until 2026-12-02 the warm
-    // start was past the budgets' whole space, 4 MiB here.)
+fn a_round_trip_keeps_to_the_rings_first_lines() {
+    // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB.
+    // One frame at a time, each drained before the next (a round trip's
+    // messages): the consumer marks the ring empty once past `WARM`, and
+    // the next push goes back to its start.
+    for len in [40, 1000, 4000] {
+        let i = Locked::new(1024, 4 << 20);
+        let mut back = 0;
+        for k in 0..2000u32 {
+            let (before, tail) = {
+                let p = lock(&i.prod.0);
+                (p.at, p.tail)
+            };
+            i.push(1, len, fill_with(k as u8)).unwrap();
+            assert_eq!(take_all(&i), vec![(1, len, k as u8)]);
+            let at = lock(&i.prod.0).at;
+            assert!(
+                at <= WARM + footprint(len),
+                "{len} B, frame {k} ended at {at}, past the warm start"
+            );
+            if at == footprint(len) && before >= WARM {
+                back += 1;
+                // Where the consumer skips to the start unread.
+                assert_eq!(i.tail.0.restart.load(Ordering::Relaxed), tail);
+            }
+        }
+        // Once a pass over the warm start: every frame past the first of
+        // the 4,000-byte ones.
+        let pass = WARM.div_ceil(footprint(len)).max(1);
+        assert!(back >= 2000 / (pass + 1) - 1, "{len} B: back {back} times");
+    }
+}
+
+#[test]
+fn a_stream_longer_than_the_warm_start_walks_the_ring() {
+    // Bursts of five 4,000-byte frames, drained after each: 20 KB, past
+    // `COLD`. The consumer marks nothing, and the producer goes on through
+    // the ring (its stores then meet lines the consumer read a pass
+    // before, not the ones it has just read), going back only past `HOT`
+    // where it finds the ring empty by the consumer's give-back.
     let i = Locked::new(1024, 4 << 20);
     let len = 4000;
-    for k in 0..2000u32 {
-        i.push(1, len, fill_with(k as u8)).unwrap();
-        assert_eq!(take_all(&i), vec![(1, len, k as u8)]);
-        let at = lock(&i.prod.0).tail % i.size as u64;
-        assert!(
-            at <= HOT + HOT_CHECK + footprint(len),
-            "frame {k} ended at {at}, past the warm start"
+    let (mut furthest, mut back) = (0, false);
+    for burst in 0..200u32 {
+        for k in 0..5u32 {
+            i.push(1, len, fill_with((burst * 5 + k) as u8)).unwrap();
+        }
+        let got = take_all(&i);
+        assert_eq!(
+            got,
+            (0..5)
+                .map(|k| (1, len, (burst * 5 + k) as u8))
+                .collect::<Vec<_>>()
         );
+        let at = lock(&i.prod.0).at;
+        if at < furthest {
+            back = true;
+        }
+        furthest = furthest.max(at);
     }
+    assert!(furthest >= HOT, "the stream kept to {furthest} bytes");
+    assert!(back, "the stream never went back to the ring's start");
+    assert!(
+        furthest < i.size as u64 / 2,
+        "the stream went {furthest} bytes"
+    );
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), u64::MAX);
+}
+
+#[test]
+fn a_mark_behind_the_tail_sends_no_producer_back() {
+    // The consumer marks the ring empty at 1,112 bytes, past `WARM`; one
+    // push goes back to the start on it, and the next, with that frame
+    // still waiting, finds the mark behind its tail and writes on after it.
+    let i = Locked::new(1024, 4 << 20);
+    let len = 1100;
+    assert!(footprint(len) >= WARM);
+    i.push(1, len, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i), vec![(1, len, 1)]);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), footprint(len));
+    i.push(2, len, fill_with(2)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, footprint(len), "went back");
+    i.push(3, len, fill_with(3)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, 2 * footprint(len), "wrote on");
+    assert_eq!(take_all(&i), vec![(2, len, 2), (3, len, 3)]);
+    assert!(i.is_empty());
 }
 
 #[test]
@@ -764,8 +838,21 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     i.push(0, 1000, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), None);
-    // A short one again: asked for again.
+    // A short one again: asked for again. The ring was found empty past
+    // `WARM` (at 1,408 bytes), so the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
-    assert_eq!(lines(&i), Some((1408, 1)));
+    assert_eq!(lines(&i), Some((0, 1)));
+    // Two frames run in one drain that finds the ring empty past `WARM`
+    // (8 + 1,104 + 8 bytes): marked there, the next frame is expected in
+    // the ring's first line, where the producer's next push goes back to.
+    i.push(0, 1096, fill_with(1)).unwrap();
+    i.push(0, 0, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i).len(), 2);
+    let tail = lock(&i.prod.0).tail;
+    assert_eq!(lock(&i.prod.0).at, 1120);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), tail);
+    assert_eq!(lines(&i), Some((0, 1)));
+    i.push(0, 0, fill_with(1)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, footprint(0));
 }
