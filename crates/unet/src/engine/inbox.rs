@@ -143,6 +143,16 @@ const MESSAGE_COUNTED_EXTRA: u64 = 54;
 #[cfg(not(loom))]
 const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
+/// Whether ring offset `at` lies between [`WARM`] and [`COLD`], where the
+/// consumer marks the ring found empty and a producer goes back on the
+/// mark: one comparison (a stream's push past the window makes two where
+/// it made one before the mark; with three, `QUEUED=1 LENT=1 xthr_count
+/// 4096 16400 25` counted 9 instructions a message more than one).
+#[inline(always)]
+fn in_warm_window(at: u64) -> bool {
+    at.wrapping_sub(WARM) < COLD - WARM
+}
+
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
 const KIND_PAD: u16 = 1;
@@ -729,13 +739,10 @@ impl Inbox {
     /// (`given`, which it writes at every frame, read that seldom for it).
     /// A mark equal to the tail is the consumer's position after its
     /// reads of every frame before it (its `Release` store, this `Acquire`
-    /// load); an older mark is below the tail, which only grows. The
-    /// window is one comparison (a stream's push past it makes two where
-    /// it made one; three, `QUEUED=1 LENT=1 xthr_count 4096 16400 25`
-    /// counted 9 instructions a message more than one).
+    /// load); an older mark is below the tail, which only grows.
     #[inline(always)]
     fn empty_at_tail(&self, p: &mut Prod, at: u64) -> bool {
-        if at.wrapping_sub(WARM) < COLD - WARM {
+        if in_warm_window(at) {
             return self.idle.0.load(Ordering::Acquire) == p.tail;
         }
         if at >= HOT && p.tail - p.checked >= HOT_CHECK {
@@ -1069,7 +1076,7 @@ impl Inbox {
         // next push then goes back to the ring's start, where the next
         // frame is expected.
         let mut next = c.at;
-        if c.head == tail && (WARM..COLD).contains(&c.at) {
+        if c.head == tail && in_warm_window(c.at) {
             self.idle.0.store(c.head, Ordering::Release);
             next = 0;
         }
