@@ -225,6 +225,16 @@ impl Model {
         n
     }
 
+    /// A round trip's first exchange, on the owner's thread before the
+    /// producers start: an empty frame (8 bytes of the ring) pushed, run
+    /// and answered, so that the drain of the next frame, run alone, may
+    /// mark the ring empty within the warm window.
+    fn answered_once(&self) {
+        self.inbox.push(0, 0, |_| ()).unwrap();
+        assert_eq!(self.inbox.drain(|_, _, bytes| bytes.is_empty()), 1);
+        self.inbox.answered();
+    }
+
     /// All the runs so far, counted.
     fn runs(&self) -> u64 {
         self.book
@@ -241,7 +251,14 @@ impl Model {
     fn consume(&self, sent: &[&[Msg]], drains: usize, pause: bool, join: impl FnOnce()) {
         let mut ran = 0;
         for _ in 0..drains {
-            ran += self.drain(sent, pause);
+            let n = self.drain(sent, pause);
+            if n > 0 {
+                // An owner that answers each drain (a round trip's does,
+                // one frame a drain): its drains mark the ring empty for
+                // producers within the warm window.
+                self.inbox.answered();
+            }
+            ran += n;
             assert_eq!(ran, self.runs());
         }
         join();
@@ -291,9 +308,10 @@ fn padded() -> [u64; 2] {
 
 /// One producer and the owner: `msgs` through an inbox of `frames` frames
 /// and `bytes` bytes, each push tried twice at most, the owner draining
-/// `drains` times while the producer runs. Returns how many pushes were
-/// refused and how many of those succeeded on their retry, over every
-/// interleaving.
+/// `drains` times while the producer runs (after a round trip's first
+/// exchange if `answered`, [`Model::answered_once`]). Returns how many
+/// pushes were refused and how many of those succeeded on their retry,
+/// over every interleaving.
 fn one_producer(
     frames: usize,
     bytes: usize,
@@ -301,11 +319,15 @@ fn one_producer(
     drains: usize,
     pause: bool,
     preemptions: usize,
+    answered: bool,
 ) -> (u64, u64) {
     let seen = StdArc::new([Ghost::new(0), Ghost::new(0)]);
     let out = seen.clone();
     model(preemptions, move || {
         let m = Model::new(frames, bytes);
+        if answered {
+            m.answered_once();
+        }
         let p = m.clone();
         let t = thread::spawn(move || p.produce(0, msgs, 2));
         let sent: [&[Msg]; 1] = [msgs];
@@ -328,7 +350,7 @@ fn one_producer(
 fn mixed_sizes_one_frame_at_a_time_back_to_the_warm_start() {
     static MSGS: [Msg; 4] = [frame(40), message(3), frame(40), frame(0)];
     let before = padded();
-    let (refused, retried) = one_producer(1, 60, &MSGS, 2, true, PREEMPTIONS);
+    let (refused, retried) = one_producer(1, 60, &MSGS, 2, true, PREEMPTIONS, false);
     assert!(
         refused > 0 && retried > 0,
         "refused {refused}, retried {retried}"
@@ -339,18 +361,18 @@ fn mixed_sizes_one_frame_at_a_time_back_to_the_warm_start() {
 
 /// Two frames waiting at once (the owner runs one in place while the
 /// other is written), through the ring's end: 264 bytes (two frames, 100
-/// bytes), the warm start at the model's 64 bytes. Footprints of 104, 32,
-/// 32 and 104: the second push, if the owner has run the first, finds the
-/// ring empty past the warm start and goes back to its start (writing
-/// nothing there: the fourth is then written over the place it left, which
-/// the owner must skip unread); else the third and fourth write on, and
-/// the fourth does not fit before the ring's end (a padding, then the
-/// start).
+/// bytes), the warm window the model's 96 to 128 bytes, after a round
+/// trip's first exchange (8 bytes). Footprints of 104, 32, 32 and 104:
+/// the second push, if the owner has run the first alone, finds the ring
+/// marked empty at 112 bytes and goes back to its start (writing nothing
+/// there: the fourth is then written over the place it left, which the
+/// owner must skip unread); else the third and fourth write on, and the
+/// fourth does not fit before the ring's end (a padding, then the start).
 #[test]
 fn two_waiting_through_the_ring_end() {
     static MSGS: [Msg; 4] = [frame(96), frame(20), message(20), frame(96)];
     let before = padded();
-    one_producer(2, 100, &MSGS, 2, false, 2);
+    one_producer(2, 100, &MSGS, 2, false, 2, true);
     let after = padded();
     assert!(
         after[0] > before[0] && after[1] > before[1],
@@ -364,7 +386,7 @@ fn two_waiting_through_the_ring_end() {
 #[test]
 fn the_byte_budget_refuses_and_the_retry_succeeds() {
     static MSGS: [Msg; 3] = [frame(30), frame(30), message(6)];
-    let (refused, retried) = one_producer(4, 60, &MSGS, 1, false, PREEMPTIONS);
+    let (refused, retried) = one_producer(4, 60, &MSGS, 1, false, PREEMPTIONS, false);
     assert!(
         refused > 0 && retried > 0,
         "refused {refused}, retried {retried}"

@@ -1964,6 +1964,13 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
             TxStatus::Dropped
         }
     };
+    // The endpoint sent: an answer to the one frame run since it last
+    // sent, if that is what it is, keeps its inbox warm for a round trip.
+    // Here, after the message is published, so that the peer's wait for
+    // it does not include this (9 instructions a message, `xthr_count`
+    // `LENT=1` send at 40 B): only this endpoint's next drain reads it,
+    // and that is on this thread, under this lock, after this.
+    port.inbox_answered(&guard);
     drop(guard);
     // The frames a receiver's `doRx` made when the deferred message went
     // straight to it, sent with the applet let go (one may be for it).

@@ -661,7 +661,11 @@ impl Engine {
         guard.io.publish();
         match made {
             None => drop(guard),
-            Some(made) => self.pump_drained(port, guard, made),
+            Some(made) => {
+                // `doRx` answered: the endpoint sent (`Inbox::answered`).
+                port.inbox_answered(&guard);
+                self.pump_drained(port, guard, made)
+            }
         }
         n
     }
@@ -2861,6 +2865,121 @@ pub(super) mod tests {
             e.may_defer(&pa.tx.lock(), ab, Me::current()),
             "no deferring window for another thread's applet"
         );
+    }
+
+    /// Two endpoints with the lent standard applet on two threads, 1,000
+    /// bytes from `a` to `b`, one at a time: where `b` answers each
+    /// message (a round trip), both inboxes keep to the ring's first lines
+    /// (each endpoint's sends tell its inbox, [`inbox::Inbox::answered`],
+    /// whether by `send` and its `doTx`, as here); where `b` only receives
+    /// (a stream it keeps up with), `b`'s inbox is never marked and its
+    /// producer walks the ring.
+    #[test]
+    fn a_round_trip_keeps_to_its_inboxs_first_lines_and_a_stream_walks_on() {
+        use std::sync::atomic::AtomicUsize;
+        const N: usize = 200;
+        let msg = [7u8; 1000];
+        for answer in [true, false] {
+            let e = engine();
+            let lent = Some(crate::applets::STANDARD_LENT);
+            let mut a = e.create_endpoint(Config::default(), lent).unwrap();
+            let mut b = e.create_endpoint(Config::default(), lent).unwrap();
+            let ab = a.open_channel(e.local(), b.id()).unwrap();
+            let ba = b.open_channel(e.local(), a.id()).unwrap();
+            let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+            let got = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..N {
+                        let m = loop {
+                            if let Some(m) = b.recv() {
+                                break m.to_vec();
+                            }
+                            std::hint::spin_loop();
+                        };
+                        assert_eq!(m, msg);
+                        got.fetch_add(1, Ordering::Release);
+                        if answer {
+                            b.send(ba, b"ack").unwrap();
+                        }
+                    }
+                });
+                for k in 0..N {
+                    a.send(ab, &msg).unwrap();
+                    if answer {
+                        while a.recv().is_none() {
+                            std::hint::spin_loop();
+                        }
+                    } else {
+                        while got.load(Ordering::Acquire) <= k {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }
+            });
+            assert_eq!(got.load(Ordering::Relaxed), N);
+            let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
+            if answer {
+                // Within a frame's footprint past `WARM` (a message's is
+                // smaller: no frame's header).
+                let fp = |len: u64| (8 + len + frame::HEADER_LEN as u64).next_multiple_of(8);
+                assert!(at_b <= inbox::WARM + fp(1000), "b's inbox at {at_b}");
+                assert!(at_a <= inbox::WARM + fp(3), "a's inbox at {at_a}");
+            } else {
+                assert!(at_b >= inbox::COLD, "b's inbox at {at_b}");
+            }
+        }
+    }
+
+    /// The ping-pong applets on two threads, 1,000 bytes bounced between
+    /// their `doRx`s: each `doRx` that answers tells its inbox
+    /// ([`inbox::Inbox::answered`], from the drain), so both inboxes keep
+    /// to the ring's first lines.
+    #[test]
+    fn a_ping_pong_between_two_threads_keeps_to_its_inboxs_first_lines() {
+        use std::sync::atomic::AtomicBool;
+        const N: i32 = 200;
+        let e = engine();
+        let pp = Some(crate::applets::PING_PONG);
+        let mut a = e.create_endpoint(Config::default(), pp).unwrap();
+        let mut b = e.create_endpoint(Config::default(), pp).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+        e.with_applet(a.id(), |ap| ap.set_static_int("limit", N))
+            .unwrap()
+            .unwrap();
+        let done = AtomicBool::new(false);
+        let count = std::thread::scope(|s| {
+            s.spawn(|| {
+                // `b`'s thread: its receive calls drain its inbox, where
+                // `doRx` echoes each message; its application gets none.
+                while !done.load(Ordering::Acquire) {
+                    assert!(
+                        b.recv().is_none(),
+                        "the echoing application received a message"
+                    );
+                }
+            });
+            // The exchange starts once `b`'s thread has claimed `b`.
+            while pb.owner.load(Ordering::Acquire) == Me::current().token() {
+                std::hint::spin_loop();
+            }
+            a.send(ab, &[9u8; 1000]).unwrap();
+            let count = loop {
+                if let Some(m) = a.recv() {
+                    break m.to_vec();
+                }
+            };
+            done.store(true, Ordering::Release);
+            count
+        });
+        assert_eq!(count, N.to_be_bytes());
+        let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
+        // A frame's footprint: 1,000 bytes, a frame's header, the inbox's.
+        let fp = (8 + 1000 + frame::HEADER_LEN as u64).next_multiple_of(8);
+        assert!(at_a <= inbox::WARM + fp, "a's inbox at {at_a}");
+        assert!(at_b <= inbox::WARM + fp, "b's inbox at {at_b}");
     }
 
     /// A receiver of another thread found closed (its flag, or its inbox

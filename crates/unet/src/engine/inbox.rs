@@ -53,9 +53,10 @@
 //!   whose applet never gets a frame from another thread costs none. A
 //!   producer goes back to the ring's start when it finds the ring empty
 //!   in two places: between [`WARM`] and [`COLD`] bytes, where the
-//!   consumer marked it empty at the end of a drain ([`Inbox::idle`]), so
-//!   that a round trip's messages keep to the ring's first lines, warm in
-//!   both cores' caches; and past [`HOT`] bytes, by the consumer's
+//!   consumer marked it empty at the end of a drain ([`Inbox::idle`]), a
+//!   consumer that answers each frame ([`Inbox::answered`]), so that a
+//!   round trip's messages keep to the ring's first lines, warm in both
+//!   cores' caches; and past [`HOT`] bytes, by the consumer's
 //!   give-back, so that a steady stream of bursts keeps to the first
 //!   quarter MiB, and only those pages are ever touched (the rest of the
 //!   ring is there for the budgets' frames). The going
@@ -165,9 +166,10 @@ const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_M
 /// in both cores' caches. (With 4 KiB here, the standard applet's 1 KiB
 /// round trip on `loop` was 1.82x U-Net's, against 1.69x with 1 KiB; 64
 /// bytes gained nothing more: docs/benchmarks.md, "A round trip's inbox
-/// kept warm".) A stream of small frames that the consumer keeps up with
-/// goes back so too, and pays for it: at 256 and 512 B the demo's flows
-/// ran 1 to 15% slower (the same section).
+/// kept warm".) Only a consumer that answers each frame marks it
+/// ([`Inbox::answered`]): marked by every drain, a stream of small frames
+/// that the consumer keeps up with went back so too, and ran 1 to 15%
+/// slower at 256 and 512 B (the same section).
 #[cfg(not(loom))]
 pub const WARM: u64 = 1 << 10;
 /// Past this offset the consumer marks nothing and a producer walks on
@@ -318,6 +320,15 @@ struct Cons {
     /// The footprint of the last frame run (at most the ring's size).
     last: u64,
     bytes: u64,
+    /// `frames` when the consumer's endpoint last sent a message
+    /// ([`Inbox::answered`]).
+    sent: u64,
+    /// `sent + 1` if that message answered exactly one frame, as a round
+    /// trip's do, else 0: a drain that ends there (one frame run since),
+    /// with the ring empty within the warm window, marks it so for
+    /// producers ([`Inbox::idle`]). (0 is never `frames` at a drain's end
+    /// within the window: a frame has run.)
+    mark_at: u64,
 }
 
 /// The consumer's position's cell: no lock, the consumer's calls being
@@ -591,9 +602,10 @@ pub struct Inbox {
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
     /// Where the consumer last found the ring empty at the end of a drain
-    /// between [`WARM`] and [`COLD`] (ring bytes consumed ever, stored
-    /// with `Release` after its give-backs; `u64::MAX` before any): the
-    /// ring found empty at a producer's tail without reading `given`. The
+    /// between [`WARM`] and [`COLD`], answering each frame
+    /// ([`Inbox::answered`]) (ring bytes consumed ever, stored with
+    /// `Release` after its give-backs; `u64::MAX` before any): the ring
+    /// found empty at a producer's tail without reading `given`. The
     /// consumer writes `given` at every frame, so a producer that read it
     /// at every push paid a line from the other core each time (burst-25
     /// at 4 KiB fell from 42% of plain U-Net to 28%); this line is
@@ -701,6 +713,13 @@ impl Inbox {
         let (at, last) = ((next & 0xffff_ffff) as usize, (next >> 32) as usize);
         let lines = ((at % LINE) + last).div_ceil(LINE).max(1);
         (lines <= PREFETCH_LINES).then_some((r, at - at % LINE, lines))
+    }
+
+    /// Where the producers' next push goes: its offset in the ring (the
+    /// engine's tests of where a round trip's and a stream's frames go).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn producer_at(&self) -> u64 {
+        lock(&self.prod.0).at
     }
 
     /// Reads what the consumer gave back into the producers' view.
@@ -1071,12 +1090,14 @@ impl Inbox {
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
         // `at` is below the ring's size, at most `RING_MAX` < 2^32.
         //
-        // The ring found empty within the warm start: marked for
-        // producers (`Inbox::idle`, after every give-back above), whose
-        // next push then goes back to the ring's start, where the next
-        // frame is expected.
+        // The ring found empty within the warm start by a consumer that
+        // answers each frame, one frame after its last answer
+        // (`Cons::mark_at`): marked for producers
+        // (`Inbox::idle`, after every give-back above), whose next push
+        // then goes back to the ring's start, where the next frame is
+        // expected.
         let mut next = c.at;
-        if c.head == tail && in_warm_window(c.at) {
+        if c.frames == c.mark_at && c.head == tail && in_warm_window(c.at) {
             self.idle.0.store(c.head, Ordering::Release);
             next = 0;
         }
@@ -1085,6 +1106,33 @@ impl Inbox {
             .next
             .store(next | c.last << 32, Ordering::Relaxed);
         n
+    }
+
+    /// Tells the inbox that its consumer's endpoint has sent a message
+    /// (its `doTx` ran, or its `doRx` answered a frame). If exactly one
+    /// frame was consumed since it last sent, it answers each frame, as
+    /// either end of a round trip does: the drain that runs the next frame,
+    /// if it ends with the ring empty within the warm window, marks it so
+    /// ([`Inbox::idle`]), and the producer's next push goes back to the
+    /// ring's start. A consumer that never sends, or sends once for many
+    /// frames (a stream's receiver, burst-25's acknowledgements), marks
+    /// nothing, and its producers walk the ring: a stream's frames kept to
+    /// the ring's first lines cost it up to 15% (docs/benchmarks.md, "A
+    /// round trip's inbox kept warm").
+    ///
+    /// # Safety
+    ///
+    /// As for [`Inbox::drain`]: no other consumer call runs meanwhile.
+    #[inline(always)]
+    pub unsafe fn answered(&self) {
+        // SAFETY: this is the one consumer call running (the contract).
+        unsafe {
+            self.cons.0.with(|c| {
+                let one = c.frames.wrapping_sub(c.sent) == 1;
+                c.sent = c.frames;
+                c.mark_at = if one { c.frames + 1 } else { 0 };
+            })
+        }
     }
 
     /// Skips to the ring's start if a producer went back to it at the
@@ -1289,6 +1337,15 @@ impl super::Port {
         }
     }
 
+    /// [`Inbox::answered`], under the receive lock `rx`: the endpoint
+    /// sent a message.
+    #[inline(always)]
+    pub(super) fn inbox_answered(&self, rx: &crate::biased::BiasedGuard<'_, super::RxSide>) {
+        assert!(rx.is_of(&self.rx), "another port's receive lock");
+        // SAFETY: as in `drain_inbox`.
+        unsafe { self.inbox.answered() }
+    }
+
     /// Empties the inbox ([`Inbox::clear`]), under the receive lock `rx`.
     pub(super) fn clear_inbox(&self, rx: &crate::biased::BiasedGuard<'_, super::RxSide>) -> u64 {
         assert!(rx.is_of(&self.rx), "another port's receive lock");
@@ -1348,6 +1405,13 @@ impl Locked {
         // and the inbox is reached otherwise only through `Deref`, whose
         // consumer calls are `unsafe`: their callers answer for them.
         unsafe { self.inbox.drain(f) }
+    }
+
+    /// [`Inbox::answered`] under the consumer's lock.
+    pub fn answered(&self) {
+        let _c = lock(&self.cons);
+        // SAFETY: as in `drain`.
+        unsafe { self.inbox.answered() }
     }
 
     /// [`Inbox::clear`] under the consumer's lock.

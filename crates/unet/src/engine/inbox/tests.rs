@@ -186,9 +186,10 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
 #[test]
 fn a_round_trip_keeps_to_the_rings_first_lines() {
     // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB.
-    // One frame at a time, each drained before the next (a round trip's
-    // messages): the consumer marks the ring empty once past `WARM`, and
-    // the next push goes back to its start.
+    // One frame at a time, each drained before the next and answered (a
+    // round trip's messages): from the second frame's drain on (the first
+    // after an answer to one frame), the consumer marks the ring empty
+    // once past `WARM`, and the next push goes back to its start.
     for len in [40, 1000, 4000] {
         let i = Locked::new(1024, 4 << 20);
         let mut back = 0;
@@ -199,9 +200,10 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
             };
             i.push(1, len, fill_with(k as u8)).unwrap();
             assert_eq!(take_all(&i), vec![(1, len, k as u8)]);
+            i.answered();
             let at = lock(&i.prod.0).at;
             assert!(
-                at <= WARM + footprint(len),
+                k < 2 || at <= WARM + footprint(len),
                 "{len} B, frame {k} ended at {at}, past the warm start"
             );
             if at == footprint(len) && before >= WARM {
@@ -253,22 +255,79 @@ fn a_stream_longer_than_the_warm_start_walks_the_ring() {
     assert_eq!(i.idle.0.load(Ordering::Relaxed), u64::MAX);
 }
 
+/// Pushes `n` frames of `len` bytes one at a time, each drained before
+/// the next (a stream the consumer keeps up with), the consumer answering
+/// after every `every`-th (never if 0); returns how many pushes went back
+/// to the ring's start within the warm window, and the furthest offset
+/// reached.
+fn stream(i: &Locked, n: u32, len: usize, every: u32) -> (u32, u64) {
+    let (mut back, mut furthest) = (0, 0);
+    for k in 1..=n {
+        let before = lock(&i.prod.0).at;
+        i.push(1, len, fill_with(k as u8)).unwrap();
+        assert_eq!(take_all(i), vec![(1, len, k as u8)]);
+        let at = lock(&i.prod.0).at;
+        if at == footprint(len) && in_warm_window(before) {
+            back += 1;
+        }
+        furthest = furthest.max(at);
+        if every != 0 && k % every == 0 {
+            i.answered();
+        }
+    }
+    (back, furthest)
+}
+
+#[test]
+fn a_stream_the_consumer_keeps_up_with_walks_the_ring() {
+    // Frames of 200 bytes, each drained before the next: the ring is
+    // found empty at every push, as in a round trip. A consumer that
+    // never answers, or answers once every 25 frames (burst-25's
+    // acknowledgements), marks nothing: the producer walks past `COLD`
+    // rather than keeping to the lines the consumer has just read.
+    for every in [0, 25, 2] {
+        let i = Locked::new(1024, 4 << 20);
+        let (back, furthest) = stream(&i, 400, 200, every);
+        assert_eq!(back, 0, "answers every {every}");
+        assert!(furthest >= COLD, "answers every {every}: {furthest}");
+        assert_eq!(i.idle.0.load(Ordering::Relaxed), u64::MAX);
+    }
+    // One answer to a single frame, then a stream without answers: the
+    // frame after the answer is marked (its drain is a round trip's), and
+    // nothing after it.
+    let i = Locked::new(1024, 4 << 20);
+    stream(&i, 10, 200, 0);
+    i.answered();
+    stream(&i, 1, 200, 1);
+    let (back, furthest) = stream(&i, 400, 200, 0);
+    assert_eq!(back, 1);
+    assert!(furthest >= COLD, "{furthest}");
+}
+
 #[test]
 fn a_mark_behind_the_tail_sends_no_producer_back() {
-    // The consumer marks the ring empty at 1,112 bytes, past `WARM`; one
-    // push goes back to the start on it, and the next, with that frame
-    // still waiting, finds the mark behind its tail and writes on after it.
+    // The consumer marks the ring empty at 2,216 bytes, past `WARM`, at
+    // the end of the drain of the frame after its answer to the first;
+    // one push goes back to the start on it, and the next, with that
+    // frame still waiting, finds the mark behind its tail and writes on
+    // after it.
     let i = Locked::new(1024, 4 << 20);
     let len = 1100;
     assert!(footprint(len) >= WARM);
     i.push(1, len, fill_with(1)).unwrap();
     assert_eq!(take_all(&i), vec![(1, len, 1)]);
-    assert_eq!(i.idle.0.load(Ordering::Relaxed), footprint(len));
+    // No answer before it: nothing marked.
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), u64::MAX);
+    i.answered();
     i.push(2, len, fill_with(2)).unwrap();
-    assert_eq!(lock(&i.prod.0).at, footprint(len), "went back");
-    i.push(3, len, fill_with(3)).unwrap();
     assert_eq!(lock(&i.prod.0).at, 2 * footprint(len), "wrote on");
-    assert_eq!(take_all(&i), vec![(2, len, 2), (3, len, 3)]);
+    assert_eq!(take_all(&i), vec![(2, len, 2)]);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), 2 * footprint(len));
+    i.push(3, len, fill_with(3)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, footprint(len), "went back");
+    i.push(4, len, fill_with(4)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, 2 * footprint(len), "wrote on");
+    assert_eq!(take_all(&i), vec![(3, len, 3), (4, len, 4)]);
     assert!(i.is_empty());
 }
 
@@ -832,25 +891,43 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         assert_eq!(take_all(&i).len(), 1);
         was = Some((at, n));
         assert_eq!(lines(&i), was, "after a frame of {len} B");
+        // Each frame answered, as in a round trip.
+        i.answered();
     }
     // After a frame longer than that (1000 B: 16 lines), none: the
     // producer writes them while the consumer waits.
     i.push(0, 1000, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), None);
+    i.answered();
     // A short one again: asked for again. The ring was found empty past
     // `WARM` (at 1,408 bytes), so the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), Some((0, 1)));
-    // Two frames run in one drain that finds the ring empty past `WARM`
-    // (8 + 1,104 + 8 bytes): marked there, the next frame is expected in
-    // the ring's first line, where the producer's next push goes back to.
+    // Unanswered, the next frame ends past `WARM` (8 + 1,104 bytes) and
+    // is marked nothing.
+    let mark = i.idle.0.load(Ordering::Relaxed);
     i.push(0, 1096, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i).len(), 1);
+    assert_eq!(lock(&i.prod.0).at, 1112);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), mark);
+    // An answer to those two: the next frame's drain is no round trip's,
+    // and the next frame is expected after it.
+    i.answered();
     i.push(0, 0, fill_with(1)).unwrap();
-    assert_eq!(take_all(&i).len(), 2);
+    assert_eq!(take_all(&i).len(), 1);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), mark);
+    assert_eq!(lines(&i), Some((1088, 1)));
+    // An answer to that one frame: the drain of the next, run alone and
+    // finding the ring empty past `WARM`, marks it there, and the next
+    // frame is expected in the ring's first line, where the producer's
+    // next push goes back to.
+    i.answered();
+    i.push(0, 0, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i).len(), 1);
     let tail = lock(&i.prod.0).tail;
-    assert_eq!(lock(&i.prod.0).at, 1120);
+    assert_eq!(lock(&i.prod.0).at, 1128);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), tail);
     assert_eq!(lines(&i), Some((0, 1)));
     i.push(0, 0, fill_with(1)).unwrap();
