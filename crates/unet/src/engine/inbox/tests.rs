@@ -332,6 +332,23 @@ fn a_mark_behind_the_tail_sends_no_producer_back() {
 }
 
 #[test]
+fn a_second_answer_to_one_frame_keeps_its_mark() {
+    // Sends with no frame consumed since the last change nothing: before
+    // any frame, and a second answer to one frame, whose consumer still
+    // answers each frame, so the next frame's drain marks.
+    let i = Locked::new(1024, 4 << 20);
+    let len = 1100;
+    i.answered();
+    i.push(1, len, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i), vec![(1, len, 1)]);
+    i.answered();
+    i.answered();
+    i.push(2, len, fill_with(2)).unwrap();
+    assert_eq!(take_all(&i), vec![(2, len, 2)]);
+    assert_eq!(i.idle.0.load(Ordering::Relaxed), 2 * footprint(len));
+}
+
+#[test]
 fn frames_within_the_budgets_fit_after_a_warm_start() {
     // The default budgets (1,024 frames, 4 MiB): an empty ring just past
     // `HOT`, then 25 frames of 64 KiB pushed before the consumer runs
