@@ -1969,7 +1969,7 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
     // Here, after the message is published, so that the peer's wait for
     // it does not include this (9 instructions a message, `xthr_count`
     // `LENT=1` send at 40 B): only this endpoint's next drain reads it,
-    // and that is on this thread, under this lock, after this.
+    // under this lock, after this.
     port.inbox_answered(&guard);
     drop(guard);
     // The frames a receiver's `doRx` made when the deferred message went

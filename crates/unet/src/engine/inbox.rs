@@ -52,11 +52,11 @@
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
 //!   producer goes back to the ring's start when it finds the ring empty
-//!   in two places: between [`WARM`] and [`COLD`] bytes, where the
-//!   consumer marked it empty at the end of a drain ([`Inbox::idle`]), a
-//!   consumer that answers each frame ([`Inbox::answered`]), so that a
-//!   round trip's messages keep to the ring's first lines, warm in both
-//!   cores' caches; and past [`HOT`] bytes, by the consumer's
+//!   in two places: between [`WARM`] and [`COLD`] bytes, where a consumer
+//!   that answers each frame ([`Inbox::answered`]) marked it empty at the
+//!   end of a drain ([`Inbox::idle`]), so that a round trip's messages
+//!   keep to the ring's first lines, warm in both cores' caches; and past
+//!   [`HOT`] bytes, by the consumer's
 //!   give-back, so that a steady stream of bursts keeps to the first
 //!   quarter MiB, and only those pages are ever touched (the rest of the
 //!   ring is there for the budgets' frames). The going
@@ -601,11 +601,11 @@ pub struct Inbox {
     tail: Line<Tail>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
-    /// Where the consumer last found the ring empty at the end of a drain
-    /// between [`WARM`] and [`COLD`], answering each frame
-    /// ([`Inbox::answered`]) (ring bytes consumed ever, stored with
-    /// `Release` after its give-backs; `u64::MAX` before any): the ring
-    /// found empty at a producer's tail without reading `given`. The
+    /// Where the consumer, answering each frame ([`Inbox::answered`]),
+    /// last found the ring empty at the end of a drain between [`WARM`]
+    /// and [`COLD`] (ring bytes consumed ever, stored with `Release` after
+    /// its give-backs; `u64::MAX` before any): the ring found empty at a
+    /// producer's tail without reading `given`. The
     /// consumer writes `given` at every frame, so a producer that read it
     /// at every push paid a line from the other core each time (burst-25
     /// at 4 KiB fell from 42% of plain U-Net to 28%); this line is
