@@ -2100,6 +2100,17 @@ pub(super) mod tests {
         )
     }
 
+    /// Two endpoints of `e`, `a` with the applet `ca` and `b` with `cb`
+    /// (`None`: without), and channels both ways: `a`'s to `b`, `b`'s to
+    /// `a`.
+    fn linked(e: &Engine, ca: Option<&[u8]>, cb: Option<&[u8]>) -> (Endpoint, Endpoint, u16, u16) {
+        let mut a = e.create_endpoint(Config::default(), ca).unwrap();
+        let mut b = e.create_endpoint(Config::default(), cb).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        let ba = b.open_channel(e.local(), a.id()).unwrap();
+        (a, b, ab, ba)
+    }
+
     /// An endpoint `a` without an applet and an endpoint `b` with the
     /// standard applet, on one engine with `budgets`, with channels both
     /// ways (`a`'s to `b` returned), and `b`'s port claimed by another
@@ -2107,12 +2118,7 @@ pub(super) mod tests {
     /// from this thread waits in `b`'s inbox.
     fn applet_inbox_pair(budgets: Budgets) -> (Engine, Endpoint, Endpoint, u16, Arc<Port>) {
         let e = engine_with(budgets);
-        let mut a = e.create_endpoint(Config::default(), None).unwrap();
-        let mut b = e
-            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
-            .unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (a, b, ab, _) = linked(&e, None, Some(crate::applets::STANDARD));
         let port = e.port(b.id()).unwrap();
         std::thread::scope(|s| {
             s.spawn(|| port.claim());
@@ -2174,10 +2180,7 @@ pub(super) mod tests {
     #[test]
     fn each_check_of_a_direct_send_declines_with_nothing_counted() {
         let e = engine();
-        let mut a = e.create_endpoint(Config::default(), None).unwrap();
-        let mut b = e.create_endpoint(Config::default(), None).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (mut a, mut b, ab, _) = linked(&e, None, None);
         let port = e.port(a.id()).unwrap();
         assert!(e.send_direct(&port, ab, Direct::Bytes(b"first")));
         assert_eq!(b.recv().unwrap().to_vec(), b"first");
@@ -2286,10 +2289,7 @@ pub(super) mod tests {
     /// descriptors alone. Also returns how many went without one.
     fn run_stream(applet: &[u8], steps: &[Step], direct: bool) -> (Outcome, usize) {
         let e = engine();
-        let mut a = e.create_endpoint(Config::default(), Some(applet)).unwrap();
-        let mut b = e.create_endpoint(Config::default(), None).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (mut a, mut b, ab, _) = linked(&e, Some(applet), None);
         let port = e.port(a.id()).unwrap();
         let area = a.layout().area_len as u32;
         let (mut statuses, mut got, mut without) = (Vec::new(), Vec::new(), 0);
@@ -2685,10 +2685,7 @@ pub(super) mod tests {
     fn the_standard_applets_tail_push_runs_inline_on_the_jit() {
         let e = engine();
         let std = Some(crate::applets::STANDARD);
-        let mut a = e.create_endpoint(Config::default(), std).unwrap();
-        let mut b = e.create_endpoint(Config::default(), std).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (mut a, mut b, ab, _) = linked(&e, std, std);
         let port = e.port(a.id()).unwrap();
         let inline = || port.rx.lock().io.inline_tails;
         a.send(ab, b"first").unwrap();
@@ -2757,14 +2754,11 @@ pub(super) mod tests {
     /// `b` and one back.
     fn tail_pair(mode: Option<i32>) -> (Engine, Endpoint, Endpoint, u16) {
         let e = engine();
-        let mut a = e
-            .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
-            .unwrap();
-        let mut b = e
-            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
-            .unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (a, b, ab, _) = linked(
+            &e,
+            Some(crate::applets::TAIL_PUSH),
+            Some(crate::applets::STANDARD),
+        );
         if let Some(mode) = mode {
             e.with_applet(a.id(), |ap| ap.set_static_int("mode", mode))
                 .unwrap()
@@ -2882,10 +2876,7 @@ pub(super) mod tests {
         for answer in [true, false] {
             let e = engine();
             let lent = Some(crate::applets::STANDARD_LENT);
-            let mut a = e.create_endpoint(Config::default(), lent).unwrap();
-            let mut b = e.create_endpoint(Config::default(), lent).unwrap();
-            let ab = a.open_channel(e.local(), b.id()).unwrap();
-            let ba = b.open_channel(e.local(), a.id()).unwrap();
+            let (mut a, mut b, ab, ba) = linked(&e, lent, lent);
             let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
             let got = AtomicUsize::new(0);
             std::thread::scope(|s| {
@@ -2941,10 +2932,7 @@ pub(super) mod tests {
         const N: i32 = 200;
         let e = engine();
         let pp = Some(crate::applets::PING_PONG);
-        let mut a = e.create_endpoint(Config::default(), pp).unwrap();
-        let mut b = e.create_endpoint(Config::default(), pp).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (mut a, mut b, ab, _) = linked(&e, pp, pp);
         let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
         e.with_applet(a.id(), |ap| ap.set_static_int("limit", N))
             .unwrap()
