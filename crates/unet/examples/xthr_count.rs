@@ -13,6 +13,7 @@
 //! LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400     # StandardLent
 //! NONE=1 valgrind ... target/release/examples/xthr_count 4096 16400     # no applet
 //! QUEUED=1 LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400  # burst-25's sender
+//! ANSWER=1 LENT=1 valgrind ... target/release/examples/xthr_count 40 16400 1  # a round trip's direction
 //! ```
 //!
 //! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
@@ -38,7 +39,13 @@
 //! (`xthr_count_send`, each `send` running `doTx`), then the receiving
 //! thread takes it (`xthr_count_recv`: its `recv`s drain the inbox
 //! through `doRx` and read each message), and the main thread waits for
-//! it. The threads never run at once, so that each count is exact. 2,000
+//! it. The threads never run at once, so that each count is exact. With
+//! `ANSWER=1` the receiver then answers each burst with an empty message,
+//! which the main thread receives, both outside the toggles: each
+//! endpoint's inbox then sees a round trip's pattern (one frame, one
+//! answer), which alone keeps it to the ring's first lines
+//! (`Inbox::answered`), so that with bursts of 1 the two counts are a
+//! round trip's two halves of one direction. 2,000
 //! bursts warm up first, outside the toggles; then `N` messages (default
 //! 16,384, rounded up to bursts) are counted. The instructions per message
 //! are the two functions' totals over `N`.
@@ -133,6 +140,7 @@ fn main() {
         How::Send
     };
     let lent = std::env::var_os("LENT").is_some();
+    let answer = std::env::var_os("ANSWER").is_some();
     let none = std::env::var_os("NONE").is_some();
     let net = LoopNet::new();
     let e = Engine::new(Box::new(
@@ -150,7 +158,7 @@ fn main() {
     let mut a = e.create_endpoint(cfg, std_applet).unwrap();
     let mut b = e.create_endpoint(cfg, std_applet).unwrap();
     let ab = a.open_channel(e.local(), b.id()).unwrap();
-    b.open_channel(e.local(), a.id()).unwrap();
+    let ba = b.open_channel(e.local(), a.id()).unwrap();
     let msg = vec![0x5a; size];
     // The receiving thread: one burst per request, then the bytes read.
     let (go, bursts) = mpsc::sync_channel::<bool>(0);
@@ -166,6 +174,9 @@ fn main() {
             } else {
                 uncounted_recv(&mut b, burst)
             };
+            if answer {
+                b.send(ba, &[]).expect("answered");
+            }
             done.send(n).unwrap();
         }
         b.counts()
@@ -176,11 +187,17 @@ fn main() {
         uncounted_send(&mut a, ab, &msg, how, burst);
         go.send(false).unwrap();
         taken.recv().unwrap();
+        if answer {
+            uncounted_recv(&mut a, 1);
+        }
     }
     for _ in 0..n / burst {
         xthr_count_send(&mut a, ab, &msg, how, burst);
         go.send(true).unwrap();
         bytes += taken.recv().unwrap();
+        if answer {
+            uncounted_recv(&mut a, 1);
+        }
     }
     drop(go);
     let counts = receiver.join().unwrap();
