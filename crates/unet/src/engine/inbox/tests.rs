@@ -923,7 +923,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), Some((0, 1)));
     // Unanswered, the next frame ends past `WARM` (8 + 1,104 bytes) and
-    // is marked nothing.
+    // nothing is marked.
     let mark = i.idle.0.load(Ordering::Relaxed);
     i.push(0, 1096, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
