@@ -2913,7 +2913,7 @@ pub(super) mod tests {
             if answer {
                 // Within a frame's footprint past `WARM` (a message's is
                 // smaller: no frame's header).
-                let fp = |len: u64| (8 + len + frame::HEADER_LEN as u64).next_multiple_of(8);
+                let fp = |len: usize| inbox::footprint(len + frame::HEADER_LEN);
                 assert!(at_b <= inbox::WARM + fp(1000), "b's inbox at {at_b}");
                 assert!(at_a <= inbox::WARM + fp(3), "a's inbox at {at_a}");
             } else {
@@ -2949,8 +2949,9 @@ pub(super) mod tests {
                     );
                 }
             });
-            // The exchange starts once `b`'s thread has claimed `b`.
-            while pb.owner.load(Ordering::Acquire) == Me::current().token() {
+            // The exchange starts once `b`'s thread has claimed `b` (no
+            // thread has before its first receive call).
+            while pb.owner.load(Ordering::Acquire) == 0 {
                 std::hint::spin_loop();
             }
             a.send(ab, &[9u8; 1000]).unwrap();
@@ -2965,7 +2966,7 @@ pub(super) mod tests {
         assert_eq!(count, N.to_be_bytes());
         let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
         // A frame's footprint: 1,000 bytes, a frame's header, the inbox's.
-        let fp = (8 + 1000 + frame::HEADER_LEN as u64).next_multiple_of(8);
+        let fp = inbox::footprint(1000 + frame::HEADER_LEN);
         assert!(at_a <= inbox::WARM + fp, "a's inbox at {at_a}");
         assert!(at_b <= inbox::WARM + fp, "b's inbox at {at_b}");
     }

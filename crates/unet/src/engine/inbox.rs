@@ -56,12 +56,11 @@
 //!   that answers each frame ([`Inbox::answered`]) marked it empty at the
 //!   end of a drain ([`Inbox::idle`]), so that a round trip's messages
 //!   keep to the ring's first lines, warm in both cores' caches; and past
-//!   [`HOT`] bytes, by the consumer's
-//!   give-back, so that a steady stream of bursts keeps to the first
-//!   quarter MiB, and only those pages are ever touched (the rest of the
-//!   ring is there for the budgets' frames). The going
-//!   back writes nothing in the ring: the producer stores where it left
-//!   off on the tail's line ([`Tail::restart`]), before the tail that
+//!   [`HOT`] bytes, by the consumer's give-back, so that a steady stream
+//!   of bursts keeps to the first quarter MiB, and only those pages are
+//!   ever touched (the rest of the ring is there for the budgets' frames).
+//!   The going back writes nothing in the ring: the producer stores
+//!   where it left off on the tail's line ([`Tail::restart`]), before the tail that
 //!   publishes the frame at the start, and the consumer, reaching that
 //!   position, skips to the start without reading there. So the bytes
 //!   skipped are free at once: the frames after the going back have the
@@ -573,7 +572,7 @@ fn counted(kind: u16, len: u64) -> u64 {
 /// frame's length, at most the ring's size or a header's `u32`: the sum
 /// does not overflow.
 #[inline]
-fn footprint(len: usize) -> u64 {
+pub(crate) fn footprint(len: usize) -> u64 {
     ((HDR + 7 + len) & !7) as u64
 }
 
