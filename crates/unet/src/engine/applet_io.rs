@@ -824,7 +824,8 @@ impl Io {
     /// Ends the lending of [`Io::lend_frame`] (of channel `chan`): the
     /// frame the inline tail push wrote, if it did, checked and counted
     /// against the budgets at the call, becomes the outbox's next frame
-    /// and is counted now in `tx_frames` (as [`Framer::push_message`]
+    /// and is counted now in `tx_frames` (`tx_applet`, under the receive
+    /// lock, which holds this `Io`; as [`Framer::push_message`]
     /// counts it at the call: nothing is sent or delivered between the
     /// two, since the call is at a tail site and the engine holds the
     /// applet, so the count is never behind a delivery; a thread reading
@@ -841,7 +842,7 @@ impl Io {
                 self.inline_frames += 1;
             }
             self.framer.out.commit(n, sent_on(self.framer.id, chan));
-            bump_shared(&self.stats.tx_frames);
+            bump(&self.stats.tx_applet);
         }
     }
 
@@ -864,7 +865,7 @@ impl Io {
     /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
     /// message the inline tail push deferred, if it did, checked and
     /// counted against the budgets at the call, counted now in
-    /// `tx_frames` (as [`Io::transmit_tail`] counts it at the call:
+    /// `tx_frames` (`tx_applet`, as [`Io::transmit_tail`] counts it at the call:
     /// nothing is sent or delivered between the two, since the call is at
     /// a tail site and the engine holds the applet, so the count is never
     /// behind a delivery; a thread reading the counters during `doTx` may
@@ -878,7 +879,7 @@ impl Io {
         {
             self.inline_tails += 1;
         }
-        bump_shared(&self.stats.tx_frames);
+        bump(&self.stats.tx_applet);
         Some(Deferred {
             array,
             off,
@@ -1045,7 +1046,7 @@ impl NativeHost for Io {
         }
         self.admit(payload.len())?;
         self.framer.check_message(chan, payload.len())?;
-        bump_shared(&self.stats.tx_frames);
+        bump(&self.stats.tx_applet);
         self.defer = false;
         self.inv.words.tail.chan = jive::TailWords::NO_CHANNEL;
         let (array, off) = at();

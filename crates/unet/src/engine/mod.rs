@@ -161,8 +161,8 @@ pub struct PortStats {
     /// Transmit descriptors taken.
     pub tx_descriptors: AtomicU64,
     /// Frames sent for this endpoint (by the engine or its applet), but
-    /// for those counted in `tx_direct`; [`PortCounts::tx_frames`] is the
-    /// sum of both.
+    /// for those counted in `tx_direct` and `tx_applet`;
+    /// [`PortCounts::tx_frames`] is the sum of the three.
     pub tx_frames: AtomicU64,
     /// Transmit descriptors rejected as malformed (length, offset, channel).
     pub tx_rejected: AtomicU64,
@@ -175,7 +175,17 @@ pub struct PortStats {
     /// `txPush` runs under the receive lock), so it needs a read-modify-write,
     /// which the message path without applet no longer pays.
     pub tx_direct: AtomicU64,
-    _line: [u64; 3],
+    /// Frames and messages an applet's `txPush` made that its [`Io`]
+    /// counts: the inline push's frame or deferred message, taken after
+    /// the invocation ([`Io::take_frame`], [`Io::take_tail`]), and the
+    /// native push's deferred message ([`Io::transmit_tail`]). Counted
+    /// under the receive lock, which holds the `Io`, with `bump`, as
+    /// `tx_direct` is under the transmit lock: `tx_frames`' locked
+    /// read-modify-write, a full barrier, was the one locked instruction
+    /// of a lent `doTx`'s send before its message is published (at the
+    /// take of the deferred message, `xthr_count` `LENT=1`).
+    pub tx_applet: AtomicU64,
+    _line: [u64; 2],
     /// Messages delivered to the receive queue.
     pub rx_delivered: AtomicU64,
     /// Arriving messages dropped: no free buffer.
@@ -245,7 +255,7 @@ impl PortStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PortCounts {
             tx_descriptors: l(&self.tx_descriptors),
-            tx_frames: l(&self.tx_frames) + l(&self.tx_direct),
+            tx_frames: l(&self.tx_frames) + l(&self.tx_direct) + l(&self.tx_applet),
             tx_rejected: l(&self.tx_rejected),
             tx_closed: l(&self.tx_closed),
             rx_delivered: l(&self.rx_delivered),
