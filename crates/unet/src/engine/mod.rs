@@ -175,10 +175,10 @@ pub struct PortStats {
     /// `txPush` runs under the receive lock), so it needs a read-modify-write,
     /// which the message path without applet no longer pays.
     pub tx_direct: AtomicU64,
-    /// Frames and messages an applet's `txPush` made that its [`Io`]
+    /// Frames and messages an applet's `txPush` made that its `Io`
     /// counts: the inline push's frame or deferred message, taken after
-    /// the invocation ([`Io::take_frame`], [`Io::take_tail`]), and the
-    /// native push's deferred message ([`Io::transmit_tail`]). Counted
+    /// the invocation (`Io::take_frame`, `Io::take_tail`), and the
+    /// native push's deferred message (`Io::transmit_tail`). Counted
     /// under the receive lock, which holds the `Io`, with `bump`, as
     /// `tx_direct` is under the transmit lock: `tx_frames`' locked
     /// read-modify-write, a full barrier, was the one locked instruction
