@@ -14,7 +14,15 @@
 //! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
 //! TURN=1 target/release/examples/loop_rtt 200 57,1024,4096 # also the ring in turn
 //! WITH=1 target/release/examples/loop_rtt 200 57,1024      # U-Net's sends through send_with
+//! WARMUP=30000 LENT=1 STD=1 target/release/examples/loop_rtt 100 0,56 # each pair's steady state
 //! ```
+//!
+//! `WARMUP=n`: each pair's round trips before the timed batches (500 by
+//! default). A pair's first ten thousand or so may run faster than its
+//! steady state: with the applet's inbox cycling through 16 lines, until
+//! 2026-12-05, the standard applet's round trips of up to a few hundred
+//! bytes did (docs/benchmarks.md, "A round trip's warm start of four
+//! lines").
 //!
 //! U-Net's messages go by `Endpoint::send`, from the caller's memory, as
 //! the ring peer's `send` takes them (and the bench's round trip sends):

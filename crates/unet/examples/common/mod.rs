@@ -175,10 +175,14 @@ pub fn median_us(mut v: Vec<Duration>) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e6
 }
 
-/// `round` 500 times to warm up, then `n` batches of 50: the median of the
+/// `round` 500 times to warm up (`WARMUP=n` times instead, e.g. 30000 for
+/// a pair's steady state: an applet's round trip of up to a few hundred
+/// bytes between two threads could run faster through its first ten
+/// thousand than after), then `n` batches of 50: the median of the
 /// batches' means, µs per round.
 pub fn batches(n: usize, mut round: impl FnMut()) -> f64 {
-    for _ in 0..500 {
+    let warm = std::env::var("WARMUP").map_or(500, |v| v.parse().expect("WARMUP: a count"));
+    for _ in 0..warm {
         round();
     }
     let mut means = Vec::new();
