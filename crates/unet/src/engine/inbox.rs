@@ -161,9 +161,10 @@ const KIND_PAD: u16 = 1;
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer between this offset and [`COLD`] goes back to the ring's
 /// start where the consumer marked the ring empty at the producer's tail
-/// ([`Inbox::idle`]): the warm start a round trip keeps to, its four lines
-/// in both cores' caches, or the lines of one frame, for a frame longer
-/// than that (it goes back after each round trip). With 4 KiB here the
+/// ([`Inbox::idle`]): the warm start a round trip keeps to, in both cores'
+/// caches, is the ring up to the end of the first frame that reaches this
+/// offset (four or five lines of frames up to 56 bytes; a frame over 240
+/// bytes alone, going back after each round trip). With 4 KiB here the
 /// standard applet's 1 KiB round trip on `loop` was 1.82x U-Net's,
 /// against 1.69x with 1 KiB (docs/benchmarks.md, "A round trip's inbox
 /// kept warm"). With 1 KiB, 16 lines, a pair's round trips of up to a few
