@@ -161,27 +161,16 @@ const KIND_PAD: u16 = 1;
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer between this offset and [`COLD`] goes back to the ring's
 /// start where the consumer marked the ring empty at the producer's tail
-/// ([`Inbox::idle`]): the warm start a round trip keeps to, in both cores'
-/// caches, is the ring up to the end of the first frame that reaches this
-/// offset (four or five lines of frames up to 56 bytes; a frame over 240
-/// bytes alone, going back after each round trip). With 4 KiB here the
-/// standard applet's 1 KiB round trip on `loop` was 1.82x U-Net's,
-/// against 1.69x with 1 KiB (docs/benchmarks.md, "A round trip's inbox
-/// kept warm"). With 1 KiB, 16 lines, a pair's round trips of up to a few
-/// hundred bytes ran about as fast as with four through their first ten
-/// thousand or so, then 10 to 20% slower for thousands at a time (the
-/// lent standard applet's cost a direction over U-Net's after 30,000
-/// round trips: at 40 B 64 ns against 48 with four lines, at 56 B 62
-/// against 42, at 200 B 66 against 58); with one line (64), a 56-byte
-/// round trip was slower from the start, its producer writing the line
-/// the consumer has just read (docs/benchmarks.md, "A round trip's warm
-/// start of four lines"). Only a consumer that answers each frame marks
-/// the ring ([`Inbox::answered`]): marked by every drain, a stream of
-/// small frames that the consumer keeps up with went back so too, and ran
-/// 1 to 15% slower at 256 and 512 B ("A round trip's inbox kept warm");
-/// streams keep their rates at four lines as at 16.
+/// ([`Inbox::idle`]): the warm start a round trip keeps to, its few lines
+/// in both cores' caches. (With 4 KiB here, the standard applet's 1 KiB
+/// round trip on `loop` was 1.82x U-Net's, against 1.69x with 1 KiB; 64
+/// bytes gained nothing more: docs/benchmarks.md, "A round trip's inbox
+/// kept warm".) Only a consumer that answers each frame marks it
+/// ([`Inbox::answered`]): marked by every drain, a stream of small frames
+/// that the consumer keeps up with went back so too, and ran 1 to 15%
+/// slower at 256 and 512 B (the same section).
 #[cfg(not(loom))]
-pub const WARM: u64 = 256;
+pub const WARM: u64 = 1 << 10;
 /// Past this offset the consumer marks nothing and a producer walks on
 /// (to [`HOT`]): a stream's bursts longer than this go through the ring.
 /// With the mark's going back at any offset up to [`HOT`], burst-25 at 4

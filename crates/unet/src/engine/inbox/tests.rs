@@ -894,10 +894,9 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         (48, 128, 1),
         // 57 B: footprint 72, the next at 200: line 192, 8 + 72, two.
         (57, 192, 2),
-        // 192 B: footprint 200, ending at 400, past `WARM`: the
-        // consumer, answering each frame, marks the ring empty there, and
-        // the next frame is expected at its start, 200 bytes: four lines.
-        (192, 0, PREFETCH_LINES),
+        // 192 B: footprint 200, the next at 400: line 384, 8 + 200
+        // bytes, four.
+        (192, 384, PREFETCH_LINES),
     ];
     // The ring made by the first push, nothing given back yet: its
     // start, one line.
@@ -919,7 +918,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     assert_eq!(lines(&i), None);
     i.answered();
     // A short one again: asked for again. The ring was found empty past
-    // `WARM` (at 1,008 bytes), so the producer went back to its start.
+    // `WARM` (at 1,408 bytes), so the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), Some((0, 1)));
