@@ -824,13 +824,13 @@ impl Io {
     /// Ends the lending of [`Io::lend_frame`] (of channel `chan`): the
     /// frame the inline tail push wrote, if it did, checked and counted
     /// against the budgets at the call, becomes the outbox's next frame
-    /// and is counted now in `tx_frames` (`tx_applet`, under the receive
-    /// lock, which holds this `Io`; as [`Framer::push_message`]
-    /// counts it at the call: nothing is sent or delivered between the
-    /// two, since the call is at a tail site and the engine holds the
-    /// applet, so the count is never behind a delivery; a thread reading
-    /// the counters during `doTx` may see it a moment later), and no
-    /// channel or room lent.
+    /// and is counted now in the port's `tx_frames` (in `tx_applet`, which
+    /// only the receive lock's holder writes: this `Io`'s). As
+    /// [`Framer::push_message`] counts it at the call: nothing is sent or
+    /// delivered between the two, since the call is at a tail site and the
+    /// engine holds the applet, so the count is never behind a delivery; a
+    /// thread reading the counters during `doTx` may see it a moment
+    /// later. No channel or room stays lent.
     #[inline(always)]
     pub(super) fn take_frame(&mut self, chan: u16) {
         let w = &mut self.inv.words;
@@ -864,12 +864,12 @@ impl Io {
 
     /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
     /// message the inline tail push deferred, if it did, checked and
-    /// counted against the budgets at the call, counted now in
-    /// `tx_frames` (`tx_applet`, as [`Io::transmit_tail`] counts it at the call:
-    /// nothing is sent or delivered between the two, since the call is at
-    /// a tail site and the engine holds the applet, so the count is never
-    /// behind a delivery; a thread reading the counters during `doTx` may
-    /// see it a moment later), and no channel lent.
+    /// counted against the budgets at the call, counted now in the port's
+    /// `tx_frames` (in `tx_applet`, as [`Io::transmit_tail`] counts it at
+    /// the call: nothing is sent or delivered between the two, since the
+    /// call is at a tail site and the engine holds the applet, so the count
+    /// is never behind a delivery; a thread reading the counters during
+    /// `doTx` may see it a moment later), and no channel lent.
     #[inline(always)]
     pub(super) fn take_tail(&mut self, chan: u16) -> Option<Deferred> {
         let t = &mut self.inv.words.tail;
