@@ -2911,11 +2911,12 @@ pub(super) mod tests {
             assert_eq!(got.load(Ordering::Relaxed), N);
             let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
             if answer {
-                // Within a frame's footprint past `WARM` (a message's is
-                // smaller: no frame's header).
+                // Within a frame's footprint past the warm start for its
+                // size (a message's is smaller: no frame's header).
                 let fp = |len: usize| inbox::footprint(len + frame::HEADER_LEN);
-                assert!(at_b <= inbox::WARM + fp(1000), "b's inbox at {at_b}");
-                assert!(at_a <= inbox::WARM + fp(3), "a's inbox at {at_a}");
+                let past = |len: usize| inbox::warm_start(fp(len)) + fp(len);
+                assert!(at_b <= past(1000), "b's inbox at {at_b}");
+                assert!(at_a <= past(3), "a's inbox at {at_a}");
             } else {
                 assert!(at_b >= inbox::COLD, "b's inbox at {at_b}");
             }
@@ -2967,8 +2968,9 @@ pub(super) mod tests {
         let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
         // A frame's footprint: 1,000 bytes, a frame's header, the inbox's.
         let fp = inbox::footprint(1000 + frame::HEADER_LEN);
-        assert!(at_a <= inbox::WARM + fp, "a's inbox at {at_a}");
-        assert!(at_b <= inbox::WARM + fp, "b's inbox at {at_b}");
+        let past = inbox::warm_start(fp) + fp;
+        assert!(at_a <= past, "a's inbox at {at_a}");
+        assert!(at_b <= past, "b's inbox at {at_b}");
     }
 
     /// A receiver of another thread found closed (its flag, or its inbox

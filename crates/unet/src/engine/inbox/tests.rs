@@ -189,8 +189,13 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
     // One frame at a time, each drained before the next and answered (a
     // round trip's messages): from the second frame's drain on (the first
     // after an answer to one frame), the consumer marks the ring empty
-    // once past `WARM`, and the next push goes back to its start.
-    for len in [40, 1000, 4000] {
+    // once past the warm start for the frames' size (`WARM` for frames of
+    // one line, 56 bytes and less; `WARM_WIDE` for longer ones), and the
+    // next push goes back to its start.
+    assert_eq!(warm_start(footprint(56)), WARM);
+    assert_eq!(warm_start(footprint(57)), WARM_WIDE);
+    for len in [1, 40, 56, 57, 200, 1000, 4000] {
+        let from = warm_start(footprint(len));
         let i = Locked::new(1024, 4 << 20);
         let mut back = 0;
         for k in 0..2000u32 {
@@ -203,10 +208,11 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
             i.answered();
             let at = lock(&i.prod.0).at;
             assert!(
-                k < 2 || at <= WARM + footprint(len),
+                k < 2 || at <= from + footprint(len),
                 "{len} B, frame {k} ended at {at}, past the warm start"
             );
-            if at == footprint(len) && before >= WARM {
+            if k > 0 && at == footprint(len) {
+                assert!(before >= from, "{len} B went back from {before}");
                 back += 1;
                 // Where the consumer skips to the start unread.
                 assert_eq!(i.tail.0.restart.load(Ordering::Relaxed), tail);
@@ -214,7 +220,7 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
         }
         // Once a pass over the warm start: every frame past the first of
         // the 4,000-byte ones.
-        let pass = WARM.div_ceil(footprint(len)).max(1);
+        let pass = from.div_ceil(footprint(len)).max(1);
         assert!(back >= 2000 / (pass + 1) - 1, "{len} B: back {back} times");
     }
 }
