@@ -52,9 +52,9 @@
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
 //!   producer goes back to the ring's start when it finds the ring empty
-//!   in two places: between [`warm_start`] and [`COLD`] bytes, where a consumer
-//!   that answers each frame ([`Inbox::answered`]) marked it empty at the
-//!   end of a drain ([`Inbox::idle`]), so that a round trip's messages
+//!   in two places: between [`warm_start`] and [`COLD`] bytes, where a
+//!   consumer that answers each frame ([`Inbox::answered`]) marked it
+//!   empty at the end of a drain ([`Inbox::idle`]), so that a round trip's messages
 //!   keep to the ring's first lines, warm in both cores' caches; and past
 //!   [`HOT`] bytes, by the consumer's give-back, so that a steady stream
 //!   of bursts keeps to the first quarter MiB, and only those pages are
@@ -143,9 +143,9 @@ const MESSAGE_COUNTED_EXTRA: u64 = 54;
 #[cfg(not(loom))]
 const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
-/// Whether ring offset `at` lies between [`WARM`] and [`COLD`], where the
-/// consumer marks the ring found empty and a producer goes back on the
-/// mark: one comparison (a stream's push past the window makes two where
+/// Whether ring offset `at` lies between [`WARM`] and [`COLD`], where a
+/// producer looks for the consumer's mark of the ring found empty and goes
+/// back on it (the consumer marks from [`warm_start`] on): one comparison (a stream's push past the window makes two where
 /// it made one before the mark; with three, `QUEUED=1 LENT=1 xthr_count
 /// 4096 16400 25` counted 9 instructions a message more than one).
 #[inline(always)]
@@ -638,9 +638,9 @@ pub struct Inbox {
     given: Line<GivenBack>,
     /// Where the consumer, answering each frame ([`Inbox::answered`]),
     /// last found the ring empty at the end of a drain between
-    /// [`warm_start`] and [`COLD`] (ring bytes consumed ever, stored with `Release` after
-    /// its give-backs; `u64::MAX` before any): the ring found empty at a
-    /// producer's tail without reading `given`. The
+    /// [`warm_start`] and [`COLD`] (ring bytes consumed ever, stored with
+    /// `Release` after its give-backs; `u64::MAX` before any): the ring
+    /// found empty at a producer's tail without reading `given`. The
     /// consumer writes `given` at every frame, so a producer that read it
     /// at every push paid a line from the other core each time (burst-25
     /// at 4 KiB fell from 42% of plain U-Net to 28%); this line is
