@@ -200,8 +200,8 @@ const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_M
 /// against 1.69x with 1 KiB: docs/benchmarks.md, "A round trip's inbox
 /// kept warm". With 1 KiB for every size, a pair at 56 B ran at the
 /// tools' figure for its first ten thousand round trips and 10 to 20%
-/// slower after; four lines keep it there: "A round trip's warm start by
-/// its frames' size".) Only a consumer that answers each frame marks it
+/// slower after; with four lines it does not slow: "A round trip's warm
+/// start by its frames' size".) Only a consumer that answers each frame marks it
 /// ([`Inbox::answered`]): marked by every drain, a stream of small frames
 /// that the consumer keeps up with went back so too, and ran 1 to 15%
 /// slower at 256 and 512 B (the same section).
