@@ -19,10 +19,10 @@
 //!
 //! `WARMUP=n`: each pair's round trips before the timed batches (500 by
 //! default). A pair's first ten thousand or so may run faster than its
-//! steady state: the standard applet's round trips of up to a few hundred
-//! bytes do, their inbox cycling through its first 16 lines
-//! (docs/benchmarks.md, "A round trip's warm start of four lines,
-//! measured").
+//! steady state: the standard applet's round trips of 57 bytes to a few
+//! hundred did, their inbox cycling through its first 16 lines; those of
+//! up to 56 bytes keep to four and do not (docs/benchmarks.md, "A round
+//! trip's warm start by its frames' size").
 //!
 //! U-Net's messages go by `Endpoint::send`, from the caller's memory, as
 //! the ring peer's `send` takes them (and the bench's round trip sends):

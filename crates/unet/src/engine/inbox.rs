@@ -54,8 +54,8 @@
 //!   producer goes back to the ring's start when it finds the ring empty
 //!   in two places: between [`warm_start`] and [`COLD`] bytes, where a
 //!   consumer that answers each frame ([`Inbox::answered`]) marked it
-//!   empty at the end of a drain ([`Inbox::idle`]), so that a round trip's messages
-//!   keep to the ring's first lines, warm in both cores' caches; and past
+//!   empty at the end of a drain ([`Inbox::idle`]), so that a round
+//!   trip's messages keep to the ring's first lines, warm in both cores' caches; and past
 //!   [`HOT`] bytes, by the consumer's give-back, so that a steady stream
 //!   of bursts keeps to the first quarter MiB, and only those pages are
 //!   ever touched (the rest of the ring is there for the budgets' frames).
@@ -143,14 +143,21 @@ const MESSAGE_COUNTED_EXTRA: u64 = 54;
 #[cfg(not(loom))]
 const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
+/// Whether ring offset `at` lies between `from` and [`COLD`]: one
+/// comparison (a stream's push past the window makes two where it made one
+/// before the mark; with three, `QUEUED=1 LENT=1 xthr_count 4096 16400 25`
+/// counted 9 instructions a message more than one).
+#[inline(always)]
+fn in_window_from(at: u64, from: u64) -> bool {
+    at.wrapping_sub(from) < COLD - from
+}
+
 /// Whether ring offset `at` lies between [`WARM`] and [`COLD`], where a
 /// producer looks for the consumer's mark of the ring found empty and goes
-/// back on it (the consumer marks from [`warm_start`] on): one comparison (a stream's push past the window makes two where
-/// it made one before the mark; with three, `QUEUED=1 LENT=1 xthr_count
-/// 4096 16400 25` counted 9 instructions a message more than one).
+/// back on it (the consumer marks from [`warm_start`] on).
 #[inline(always)]
 fn in_warm_window(at: u64) -> bool {
-    at.wrapping_sub(WARM) < COLD - WARM
+    in_window_from(at, WARM)
 }
 
 /// Where a round trip whose frames' footprint is `fp` goes back to the
@@ -169,8 +176,7 @@ pub fn warm_start(fp: u64) -> u64 {
 /// early sends none back before the consumer's window.
 #[inline(always)]
 fn marks_warm(at: u64, last: u64) -> bool {
-    let from = warm_start(last);
-    at.wrapping_sub(from) < COLD - from
+    in_window_from(at, warm_start(last))
 }
 
 /// Where a round trip of frames longer than a line goes back to the
@@ -201,10 +207,10 @@ const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_M
 /// kept warm". With 1 KiB for every size, a pair at 56 B ran at the
 /// tools' figure for its first ten thousand round trips and 10 to 20%
 /// slower after; with four lines it does not slow: "A round trip's warm
-/// start by its frames' size".) Only a consumer that answers each frame marks it
-/// ([`Inbox::answered`]): marked by every drain, a stream of small frames
-/// that the consumer keeps up with went back so too, and ran 1 to 15%
-/// slower at 256 and 512 B (the same section).
+/// start by its frames' size".) Only a consumer that answers each frame
+/// marks it ([`Inbox::answered`]): marked by every drain, a stream of
+/// small frames that the consumer keeps up with went back so too, and ran
+/// 1 to 15% slower at 256 and 512 B ("A round trip's inbox kept warm").
 #[cfg(not(loom))]
 pub const WARM: u64 = 1 << 8;
 /// Past this offset the consumer marks nothing and a producer walks on
@@ -789,9 +795,9 @@ impl Inbox {
     /// Whether a producer at `at` goes back to the ring's start, the ring
     /// being empty: between [`WARM`] and [`COLD`], where the consumer
     /// marked it empty at this producer's tail ([`Inbox::idle`]; it marks
-    /// from [`warm_start`] on); past
-    /// [`HOT`], every [`HOT_CHECK`] bytes, where its give-back says so
-    /// (`given`, which it writes at every frame, read that seldom for it).
+    /// from [`warm_start`] on); past [`HOT`], every [`HOT_CHECK`] bytes,
+    /// where its give-back says so (`given`, which it writes at every
+    /// frame, read that seldom for it).
     /// A mark equal to the tail is the consumer's position after its
     /// reads of every frame before it (its `Release` store, this `Acquire`
     /// load); an older mark is below the tail, which only grows.
@@ -1128,8 +1134,8 @@ impl Inbox {
         //
         // The ring found empty within the warm start for the last frame's
         // size (`marks_warm`) by a consumer that answers each frame, one
-        // frame after its last answer (`Cons::mark_at`): marked for producers
-        // (`Inbox::idle`, after every give-back above), whose next push
+        // frame after its last answer (`Cons::mark_at`): marked for
+        // producers (`Inbox::idle`, after every give-back above), whose next push
         // then goes back to the ring's start, where the next frame is
         // expected.
         let mut next = c.at;

@@ -924,12 +924,13 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     assert_eq!(lines(&i), None);
     i.answered();
     // A short one again: asked for again. The ring was found empty past
-    // `WARM` (at 1,408 bytes), so the producer went back to its start.
+    // the 1,000-byte frame's warm start, `WARM_WIDE` (at 1,408 bytes), so
+    // the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), Some((0, 1)));
-    // Unanswered, the next frame ends past `WARM` (8 + 1,104 bytes) and
-    // nothing is marked.
+    // Unanswered, the next frame ends past its warm start (8 + 1,104
+    // bytes) and nothing is marked.
     let mark = i.idle.0.load(Ordering::Relaxed);
     i.push(0, 1096, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
