@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Runs `fastpath demo` of several builds alternately and prints, per cell,
-each build's median over its runs with the range, and its ratio to the
-first build: the way docs/benchmarks.md compares builds on this shared
-2-core machine, where absolute times drift between runs.
+each build's median over its runs with the range, its ratio to the first
+build, and the median of that ratio taken round by round (each round runs
+every build once, so a round's builds share the machine's state): the way
+docs/benchmarks.md compares builds on this shared 2-core machine, where
+absolute times drift between runs. The demo's own ratios (U-Net over the
+ring, each standard applet over U-Net, within one run) are cells too, and
+the steadiest to compare.
 
     scripts/demo-compare.py NAME=BINARY NAME=BINARY ... [--runs N] [--save F]
 
@@ -12,9 +16,11 @@ print two decimals.
 """
 import argparse, itertools, json, re, statistics, subprocess, sys
 
-LAT = ('ring', 'unet', 'simple_applet', 'standard_applet', 'applet_ping_pong')
-COST = ('simple_applet', 'standard_applet')
-BW = ('unet_app_ack', 'standard_app_ack', 'applet_generated', 'applet_tokens', 'per_tx_25')
+LAT = ('ring', 'unet', 'simple_applet', 'standard_applet', 'standard_lent_applet',
+       'applet_ping_pong', 'unet_per_ring', 'standard_per_unet', 'standard_lent_per_unet')
+COST = ('simple_applet', 'standard_applet', 'standard_lent_applet')
+BW = ('unet_app_ack', 'standard_app_ack', 'standard_lent_app_ack', 'applet_generated',
+      'applet_tokens', 'per_tx_25', 'standard_per_unet', 'standard_lent_per_unet')
 
 
 def parse_text(t):
@@ -70,20 +76,33 @@ def main():
     names = [n for n, _ in builds]
     first = res[names[0]][0]
     print('| table | bytes | column | ' + ' | '.join(f'{n} median [min, max]' for n in names)
-          + ' | ' + ' | '.join(f'{n} / {names[0]}' for n in names[1:]) + ' |')
-    print('|---|---:|---|' + '---:|' * (2 * len(names) - 1))
+          + ' | ' + ' | '.join(f'{n} / {names[0]}' for n in names[1:])
+          + ' | ' + ' | '.join(f'{n} / {names[0]} by round (lower in)' for n in names[1:]) + ' |')
+    print('|---|---:|---|' + '---:|' * (3 * len(names) - 2))
+
+    def cell(x, sec, r, c):
+        # A run's figure, or None where it has none (a failed run, a
+        # figure the demo printed as n/a, a row it lacks).
+        rows = x[sec]['rows']
+        return rows[r].get(c, {}).get('value') if r < len(rows) else None
+
     for sec, cols in (('latency', LAT), ('applet_cost', COST), ('bandwidth', BW)):
         for r, row in enumerate(first[sec]['rows']):
             for c in cols:
-                v = [[x[sec]['rows'][r][c]['value'] for x in res[n]
-                      if r < len(x[sec]['rows']) and x[sec]['rows'][r].get(c, {}).get('value') is not None]
-                     for n in names]
+                by_round = [[cell(x, sec, r, c) for x in res[n]] for n in names]
+                v = [[f for f in b if f is not None] for b in by_round]
                 if not all(v):
                     continue
                 m = [statistics.median(x) for x in v]
+                paired = []
+                for b in by_round[1:]:
+                    q = [f / f0 for f, f0 in zip(b, by_round[0]) if f is not None and f0]
+                    paired.append(f'{statistics.median(q):.3f} ({sum(x < 1 for x in q)}/{len(q)})'
+                                  if q else 'n/a')
                 print(f"| {sec} | {row['bytes']} | {c} | "
                       + ' | '.join(f'{mm:.3f} [{min(x):.2f}, {max(x):.2f}]' for mm, x in zip(m, v))
-                      + ' | ' + ' | '.join(f'{mm / m[0]:.2f}' for mm in m[1:]) + ' |')
+                      + ' | ' + ' | '.join(f'{mm / m[0]:.2f}' for mm in m[1:])
+                      + ' | ' + ' | '.join(paired) + ' |')
     print(f"\nruns per build: {', '.join(f'{n} {len(res[n])}' for n in names)}")
 
 
