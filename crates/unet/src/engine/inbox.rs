@@ -275,6 +275,11 @@ std::thread_local! {
     /// (offset in the ring, lines), for the tests.
     pub(crate) static PREFETCHED: std::cell::Cell<Option<(usize, usize)>> =
         const { std::cell::Cell::new(None) };
+    /// The line of the next frame's header each drain on this thread
+    /// asked for while it ran a frame (offset in the ring), in order, for
+    /// the tests.
+    pub(crate) static AHEAD: std::cell::RefCell<Vec<usize>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Why a frame was not put in the inbox.
@@ -533,6 +538,25 @@ impl Ring {
         }
         #[cfg(loom)]
         let _ = (at, lines);
+    }
+
+    /// Asks for the line that holds byte `at` (the next frame's header,
+    /// for [`Inbox::drain`] while it runs the one before it; a hint, as
+    /// [`Ring::prefetch_lines`]).
+    #[inline(always)]
+    fn prefetch_header(&self, at: usize) {
+        let line = at - at % LINE;
+        #[cfg(all(test, not(loom)))]
+        AHEAD.with(|a| a.borrow_mut().push(line));
+        #[cfg(not(loom))]
+        if line < self.len {
+            // SAFETY: the one address asked for, `ptr + line`, lies in the
+            // ring (`line < len`, just checked), as `fetch_lines` requires
+            // of each.
+            unsafe { crate::shm::fetch_lines(self.ptr.as_ptr().add(line), 1) }
+        }
+        #[cfg(loom)]
+        let _ = line;
     }
 
     /// Marks the bytes `[at, at + n)` read, for loom, while the value
@@ -1114,6 +1138,25 @@ impl Inbox {
             c.frames += 1;
             c.bytes += counted(kind, len as u64);
             n += 1;
+            // A stream's next frame, published already behind this one:
+            // the line of its header asked for now, so that it crosses to
+            // this core while this frame runs (a `doRx` copies it out),
+            // not when the loop comes back to read it. Only after a frame
+            // of more than `PREFETCH_LINES` lines: a shorter frame's next
+            // header lies within a line of what the drain has just read,
+            // and streams of short frames pay nothing for this. Burst-25
+            // (`fastpath bench unet --only burst`, seven pairs of runs
+            // with and without it, 2026-12-05): at 4 KiB the copied
+            // standard applet 34.9% → 39.1% of plain U-Net's, the lent one
+            // 42.9% → 47.1%; at 1 KiB level (nine pairs). Asking for up to
+            // 32 lines of the next frame gained as much at 4 KiB and lost
+            // 0.5 to 3 points at 1 KiB. The last frame published, a round
+            // trip's, asks for nothing (its consumer's empty polls do,
+            // `prefetch_next`). docs/benchmarks.md, "The next frame's
+            // header asked for".
+            if fp > (PREFETCH_LINES * LINE) as u64 && c.head != tail {
+                ring.prefetch_header(c.at as usize);
+            }
             let go_on = {
                 let _held = ring.held_read(at + HDR, len);
                 f(chan, kind == KIND_FRAME, frame)

@@ -183,6 +183,55 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
     assert!(i.is_empty());
 }
 
+/// Drains everything, and gives for each frame the line of the next
+/// frame's header that the drain had asked for when it ran it ([`AHEAD`]):
+/// `None` if nothing.
+fn drain_asking(i: &Locked) -> Vec<Option<usize>> {
+    AHEAD.with(|a| a.borrow_mut().clear());
+    let (mut seen, mut asked) = (0, Vec::new());
+    i.drain(|_, _, _| {
+        let all = AHEAD.with(|a| a.borrow().clone());
+        asked.push((all.len() > seen).then(|| all[all.len() - 1]));
+        seen = all.len();
+        true
+    });
+    asked
+}
+
+#[test]
+fn a_drain_asks_for_the_next_published_frames_header_while_it_runs_one() {
+    let i = Locked::new(64, 1 << 20);
+    let line = |at: u64| (at - at % 64) as usize;
+    // A 1,000-byte frame, then an 8-byte one: running the first, the drain
+    // asks for the line of the second's header; running the second, the
+    // last published, for nothing.
+    i.push(1, 1000, fill_with(1)).unwrap();
+    i.push(1, 8, fill_with(2)).unwrap();
+    assert_eq!(drain_asking(&i), vec![Some(line(footprint(1000))), None]);
+    // Bursts of three: each frame but the last asks for the next one's
+    // header line.
+    for len in [4000, 600] {
+        let start = lock(&i.prod.0).at;
+        for k in 0..3 {
+            i.push(1, len, fill_with(k)).unwrap();
+        }
+        let fp = footprint(len);
+        assert_eq!(
+            drain_asking(&i),
+            vec![Some(line(start + fp)), Some(line(start + 2 * fp)), None],
+            "{len} B"
+        );
+    }
+    // Frames of up to four lines ask for nothing: 248 bytes (a footprint
+    // of 256), and 40.
+    for len in [248, 40] {
+        for k in 0..3 {
+            i.push(1, len, fill_with(k)).unwrap();
+        }
+        assert_eq!(drain_asking(&i), vec![None; 3], "{len} B");
+    }
+}
+
 #[test]
 fn a_round_trip_keeps_to_the_rings_first_lines() {
     // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB.
