@@ -1153,7 +1153,7 @@ impl Inbox {
             // 0.5 to 3 points at 1 KiB. The last frame published, a round
             // trip's, asks for nothing (its consumer's empty polls do,
             // `prefetch_next`). docs/benchmarks.md, "The next frame's
-            // header asked for".
+            // header asked for while a drain runs a frame".
             if fp > (PREFETCH_LINES * LINE) as u64 && c.head != tail {
                 ring.prefetch_header(c.at as usize);
             }
