@@ -548,15 +548,7 @@ impl Ring {
         let line = at - at % LINE;
         #[cfg(all(test, not(loom)))]
         AHEAD.with(|a| a.borrow_mut().push(line));
-        #[cfg(not(loom))]
-        if line < self.len {
-            // SAFETY: the one address asked for, `ptr + line`, lies in the
-            // ring (`line < len`, just checked), as `fetch_lines` requires
-            // of each.
-            unsafe { crate::shm::fetch_lines(self.ptr.as_ptr().add(line), 1) }
-        }
-        #[cfg(loom)]
-        let _ = line;
+        self.prefetch_lines(line, 1);
     }
 
     /// Marks the bytes `[at, at + n)` read, for loom, while the value
