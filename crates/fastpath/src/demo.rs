@@ -1936,24 +1936,11 @@ pub fn bench_unet_burst(json: bool) -> ExitCode {
             serde_json::to_string_pretty(&burst_json(&runs)).expect("a JSON value prints")
         );
     } else {
-        for line in burst_notes(&runs) {
+        for line in burst_notes(&runs)
+            .into_iter()
+            .chain(burst_median_lines(&medians))
+        {
             println!("{line}");
-        }
-        match &medians {
-            Ok(m) => {
-                let [r, rc, rr, l, lc, lr, ls] = m.ratios.map(|x| 100.0 * x);
-                println!(
-                    "medians of {} runs: standard / U-Net: {r:.1}%; standard / U-Net with the \
-                     applications copying in and out (three copies of each message, as many as \
-                     the standard applet cannot avoid): {rc:.1}%; standard / U-Net with the \
-                     receiving application reading every byte: {rr:.1}%; standard with the lent \
-                     doRx and doTx / U-Net: {l:.1}%, / U-Net with the applications copying: {lc:.1}%, \
-                     / U-Net with the receiver reading: {lr:.1}%, / the copied standard applet: \
-                     {ls:.1}%",
-                    m.of_runs
-                );
-            }
-            Err(why) => println!("no medians: {why}"),
         }
     }
     if medians.is_ok() {
@@ -2146,19 +2133,44 @@ fn burst_notes(runs: &[BurstRun]) -> Vec<String> {
 }
 
 #[cfg(feature = "bench")]
-/// The medians of `--only burst`'s ratios, and how many runs they are over.
+/// How many times faster plain U-Net with the receiver reading may run in
+/// one run of `--only burst` than in the next slower one for the two to be
+/// of one regime of the machine ([`burst_medians`]): the bound the demo
+/// puts on a cell measured twice.
+const BURST_REGIME_GAP: f64 = 1.5;
+
+#[cfg(feature = "bench")]
+/// The medians of `--only burst`'s ratios over the runs of one regime of
+/// the machine, those runs' numbers (from 1), and the slowest and fastest
+/// rate of plain U-Net with the receiver reading among them (GB/s).
 #[derive(Debug, PartialEq)]
 struct BurstMedians {
     ratios: [f64; BURST_RATIOS.len()],
-    of_runs: usize,
+    runs: Vec<usize>,
+    reads: [f64; 2],
 }
 
 #[cfg(feature = "bench")]
 /// The medians of [`BurstRun::ratios`] over the runs without lost
-/// messages (of an even count, the mean of the two middle values); or why
-/// there are none: fewer than half of `runs` are without lost messages.
-fn burst_medians(runs: &[BurstRun]) -> Result<BurstMedians, String> {
-    let sound: Vec<[f64; BURST_RATIOS.len()]> = runs.iter().filter_map(BurstRun::ratios).collect();
+/// messages (of an even count, the mean of the two middle values), one
+/// set for each regime the runs fell in, the fastest first; or why there
+/// are none: fewer than half of `runs` are without lost messages.
+///
+/// A regime is told by the rate of plain U-Net with the receiver reading,
+/// 4 KiB read by one core as the other writes it: this guest moves lines
+/// between its cores at two or three speeds, for seconds to minutes at a
+/// time, and in a slower one that rate falls 2.5 to 5.5 times (19 to 7.5
+/// GB/s on the Intel Xeon, 11 to 2 on the AMD EPYC) and the applets' share
+/// of plain U-Net's with it, since their receiver reads every byte and
+/// plain U-Net's does not. The runs sorted by that rate are cut where one
+/// is more than [`BURST_REGIME_GAP`] times the next: a median over both
+/// sides of such a cut would be of neither regime.
+fn burst_medians(runs: &[BurstRun]) -> Result<Vec<BurstMedians>, String> {
+    let mut sound: Vec<(usize, [f64; BURST_RATIOS.len()], f64)> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(k, run)| run.ratios().map(|r| (k + 1, r, run.cells[3].rate / 1e9)))
+        .collect();
     if sound.is_empty() || 2 * sound.len() < runs.len() {
         return Err(format!(
             "{} of {} runs lost messages in each of their tries; the {} others are fewer than half",
@@ -2167,8 +2179,24 @@ fn burst_medians(runs: &[BurstRun]) -> Result<BurstMedians, String> {
             sound.len()
         ));
     }
+    sound.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut regimes = Vec::new();
+    let mut from = 0;
+    for to in 1..=sound.len() {
+        if to == sound.len() || sound[to - 1].2 > BURST_REGIME_GAP * sound[to].2 {
+            regimes.push(medians_of(&sound[from..to]));
+            from = to;
+        }
+    }
+    Ok(regimes)
+}
+
+#[cfg(feature = "bench")]
+/// [`burst_medians`]'s medians over one regime's runs, given fastest
+/// first as (number, ratios, reading rate).
+fn medians_of(regime: &[(usize, [f64; BURST_RATIOS.len()], f64)]) -> BurstMedians {
     let ratios = std::array::from_fn(|k| {
-        let mut v: Vec<f64> = sound.iter().map(|r| r[k]).collect();
+        let mut v: Vec<f64> = regime.iter().map(|r| r.1[k]).collect();
         v.sort_by(f64::total_cmp);
         let n = v.len();
         if n % 2 == 1 {
@@ -2177,18 +2205,84 @@ fn burst_medians(runs: &[BurstRun]) -> Result<BurstMedians, String> {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         }
     });
-    Ok(BurstMedians {
+    let mut runs: Vec<usize> = regime.iter().map(|r| r.0).collect();
+    runs.sort_unstable();
+    BurstMedians {
         ratios,
-        of_runs: sound.len(),
-    })
+        runs,
+        reads: [regime[regime.len() - 1].2, regime[0].2],
+    }
+}
+
+#[cfg(feature = "bench")]
+/// The lines under `--only burst`'s table that give its medians: one for
+/// each regime, with its runs and the reading receiver's rates, after a
+/// line that says why when there is more than one; or why there are none.
+fn burst_median_lines(medians: &Result<Vec<BurstMedians>, String>) -> Vec<String> {
+    let regimes = match medians {
+        Ok(r) => r,
+        Err(why) => return vec![format!("no medians: {why}")],
+    };
+    let mut lines = Vec::new();
+    if regimes.len() > 1 {
+        lines.push(format!(
+            "the runs fell in {} regimes of the machine: plain U-Net with the receiver reading \
+             ran more than {BURST_REGIME_GAP} times faster in some than in the others, and the \
+             applets' shares move with it; a median across regimes would be of neither, so each \
+             has its own",
+            regimes.len()
+        ));
+    }
+    for m in regimes {
+        let [r, rc, rr, l, lc, lr, ls] = m.ratios.map(|x| 100.0 * x);
+        lines.push(format!(
+            "medians of {} runs ({}; U-Net with the receiver reading at {:.1} to {:.1} \
+             GB/s): standard / U-Net: {r:.1}%; standard / U-Net with the applications copying \
+             in and out (three copies of each message, as many as the standard applet cannot \
+             avoid): {rc:.1}%; standard / U-Net with the receiving application reading every \
+             byte: {rr:.1}%; standard with the lent doRx and doTx / U-Net: {l:.1}%, / U-Net \
+             with the applications copying: {lc:.1}%, / U-Net with the receiver reading: \
+             {lr:.1}%, / the copied standard applet: {ls:.1}%",
+            m.runs.len(),
+            run_numbers(&m.runs),
+            m.reads[0],
+            m.reads[1],
+        ));
+    }
+    lines
+}
+
+#[cfg(feature = "bench")]
+/// Runs by their numbers, in ascending order, with each stretch of
+/// consecutive ones as its ends: "run 3", "runs 1 to 4, 7".
+fn run_numbers(runs: &[usize]) -> String {
+    let mut stretches: Vec<(usize, usize)> = Vec::new();
+    for &n in runs {
+        match stretches.last_mut() {
+            Some((_, last)) if *last + 1 == n => *last = n,
+            _ => stretches.push((n, n)),
+        }
+    }
+    let shown: Vec<String> = stretches
+        .iter()
+        .map(|&(a, b)| match b - a {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a} to {b}"),
+        })
+        .collect();
+    let word = if runs.len() == 1 { "run" } else { "runs" };
+    format!("{word} {}", shown.join(", "))
 }
 
 #[cfg(feature = "bench")]
 /// `--only burst --json`'s document: the set-up, each run's cells (GB/s
 /// and messages lost, by the flow's name) in the order measured, its
 /// tries and ratios (`null`, and why, for a run that lost messages), and
-/// the medians with the number of runs they are over and the runs left
-/// out (or `null`, and why, when fewer than half the runs are sound).
+/// the medians: the runs they are over and those left out, each regime's
+/// ([`burst_medians`]) with its runs and reading rates, and the one
+/// regime's ratios at the top (`null`, and why, when the runs fell in
+/// more than one or fewer than half of them are sound).
 fn burst_json(runs: &[BurstRun]) -> serde_json::Value {
     let named = |r: [f64; BURST_RATIOS.len()]| -> serde_json::Value {
         BURST_RATIOS
@@ -2235,14 +2329,39 @@ fn burst_json(runs: &[BurstRun]) -> serde_json::Value {
         })
         .collect();
     let medians = match burst_medians(runs) {
-        Ok(m) => json!({
-            "of_runs": m.of_runs,
-            "excluded": excluded,
-            "ratios": named(m.ratios),
-        }),
+        Ok(regimes) => {
+            let of_runs: usize = regimes.iter().map(|m| m.runs.len()).sum();
+            let mut m = json!({
+                "of_runs": of_runs,
+                "excluded": excluded,
+                "regimes": regimes
+                    .iter()
+                    .map(|m| json!({
+                        "runs": m.runs,
+                        "of_runs": m.runs.len(),
+                        "app_reads_gb_per_s": m.reads,
+                        "ratios": named(m.ratios),
+                    }))
+                    .collect::<Vec<_>>(),
+                "ratios": match regimes.as_slice() {
+                    [one] => named(one.ratios),
+                    _ => serde_json::Value::Null,
+                },
+            });
+            if regimes.len() > 1 {
+                m["reason"] = json!(format!(
+                    "the runs fell in {} regimes of the machine (plain U-Net with the receiver \
+                     reading more than {BURST_REGIME_GAP} times faster in some); each has its \
+                     medians under regimes",
+                    regimes.len()
+                ));
+            }
+            m
+        }
         Err(why) => json!({
             "of_runs": 0,
             "excluded": excluded,
+            "regimes": [],
             "ratios": null,
             "reason": why,
         }),
@@ -3059,6 +3178,15 @@ mod tests {
         assert!((reads - 1.2).abs() < 1e-12, "{reads}");
         let lent = medians["ratios"]["standard lent/U-Net"].as_f64().unwrap();
         assert!((lent - 1.2).abs() < 1e-12, "{lent}");
+        // Plain U-Net with the receiver reading at 5 GB/s in every run: one
+        // regime, the same medians, its runs all but the one that lost.
+        let regimes = medians["regimes"].as_array().unwrap();
+        assert_eq!(regimes.len(), 1, "{medians}");
+        assert_eq!(regimes[0]["runs"], json!([1, 3, 4, 5, 6, 7, 8, 9, 10]));
+        assert_eq!(regimes[0]["of_runs"], 9);
+        assert_eq!(regimes[0]["app_reads_gb_per_s"], json!([5.0, 5.0]));
+        assert_eq!(regimes[0]["ratios"], medians["ratios"]);
+        assert!(medians.get("reason").is_none(), "{medians}");
     }
 
     /// Medians over the runs without lost messages only; none when fewer
@@ -3068,14 +3196,21 @@ mod tests {
     #[test]
     fn burst_medians_leave_out_runs_that_lost_messages_and_need_half_the_runs() {
         let all = burst_medians(&runs_losing_in(&[])).unwrap();
-        assert_eq!(all.of_runs, BURST_RUNS);
+        let [all] = all.as_slice() else {
+            panic!("one regime: {all:?}")
+        };
+        assert_eq!(all.runs, (1..=BURST_RUNS).collect::<Vec<_>>());
+        assert_eq!(all.reads, [5.0, 5.0]);
         assert!((all.ratios[0] - 0.55).abs() < 1e-12, "{all:?}");
         // The lent applet at twice the copied one's rate in every run.
         assert!((all.ratios[6] - 2.0).abs() < 1e-12, "{all:?}");
         // The five fastest runs of the applet lost: the median is of the
         // five slowest, 10% to 50%.
         let half = burst_medians(&runs_losing_in(&[5, 6, 7, 8, 9])).unwrap();
-        assert_eq!(half.of_runs, 5);
+        let [half] = half.as_slice() else {
+            panic!("one regime: {half:?}")
+        };
+        assert_eq!(half.runs, [1, 2, 3, 4, 5]);
         assert!((half.ratios[0] - 0.3).abs() < 1e-12, "{half:?}");
         assert!((half.ratios[1] - 0.75).abs() < 1e-12, "{half:?}");
         assert!((half.ratios[3] - 0.6).abs() < 1e-12, "{half:?}");
@@ -3086,6 +3221,7 @@ mod tests {
         assert!(burst_medians(&[]).is_err());
         let doc = burst_json(&runs_losing_in(&[0, 2, 4, 6, 7, 8]));
         assert!(doc["medians"]["ratios"].is_null(), "{doc}");
+        assert_eq!(doc["medians"]["regimes"], json!([]));
         assert_eq!(doc["medians"]["of_runs"], 0);
         assert_eq!(doc["medians"]["excluded"].as_array().unwrap().len(), 6);
         assert!(
@@ -3136,6 +3272,92 @@ mod tests {
         assert_eq!(
             burst_run(burst_order(0), |_| Err("no acknowledgement".into())).err(),
             Some("no acknowledgement".into())
+        );
+    }
+
+    /// `--only burst`'s runs of the regime tests: those of
+    /// [`runs_losing_in`] with none lost, plain U-Net with the receiver
+    /// reading at `reads[run]` GB/s.
+    #[cfg(feature = "bench")]
+    fn runs_reading_at(reads: [f64; BURST_RUNS]) -> Vec<BurstRun> {
+        let mut runs = runs_losing_in(&[]);
+        for (run, r) in runs.iter_mut().zip(reads) {
+            run.cells[3] = bw(r, 0);
+        }
+        runs
+    }
+
+    /// Runs whose reading receiver moved by more than 1.5 times between
+    /// them get medians apart, the faster regime first, and the document
+    /// has no medians across them; within 1.5 times of the next they are
+    /// one regime, even where the slowest and the fastest are further
+    /// apart.
+    #[cfg(feature = "bench")]
+    #[test]
+    fn burst_runs_of_two_regimes_of_the_machine_get_medians_apart() {
+        // Runs 1 to 4 at 19 GB/s, the others at 7.5 to 8, as the Intel
+        // Xeon ran on 2026-12-05: the applet's shares (10% to 100% by run)
+        // are 25% over runs 1 to 4 and 75% over runs 5 to 10.
+        let mut reads = [7.5; BURST_RUNS];
+        reads[..4].copy_from_slice(&[19.0, 19.3, 19.1, 19.2]);
+        reads[9] = 8.0;
+        let regimes = burst_medians(&runs_reading_at(reads)).unwrap();
+        assert_eq!(regimes.len(), 2, "{regimes:?}");
+        assert_eq!(regimes[0].runs, [1, 2, 3, 4]);
+        assert_eq!(regimes[0].reads, [19.0, 19.3]);
+        assert!((regimes[0].ratios[0] - 0.25).abs() < 1e-12, "{regimes:?}");
+        assert_eq!(regimes[1].runs, [5, 6, 7, 8, 9, 10]);
+        assert_eq!(regimes[1].reads, [7.5, 8.0]);
+        assert!((regimes[1].ratios[0] - 0.75).abs() < 1e-12, "{regimes:?}");
+        let lines = burst_median_lines(&Ok(regimes));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[0].starts_with("the runs fell in 2 regimes"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with(
+                "medians of 4 runs (runs 1 to 4; U-Net with the receiver reading at \
+                 19.0 to 19.3 GB/s): standard / U-Net: 25.0%;"
+            ),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].starts_with("medians of 6 runs (runs 5 to 10;"),
+            "{lines:?}"
+        );
+        let doc = burst_json(&runs_reading_at(reads));
+        let medians = &doc["medians"];
+        assert!(medians["ratios"].is_null(), "{medians}");
+        assert!(
+            medians["reason"]
+                .as_str()
+                .unwrap()
+                .contains("2 regimes of the machine"),
+            "{medians}"
+        );
+        assert_eq!(medians["of_runs"], 10);
+        assert_eq!(medians["regimes"][0]["runs"], json!([1, 2, 3, 4]));
+        assert_eq!(medians["regimes"][1]["of_runs"], 6);
+        // Each step within 1.5 times (10, 7, 5, 3.5, ...): one regime,
+        // though its fastest run read at 2.9 times its slowest; 1.5 times
+        // exactly is not a cut.
+        let chained = [10.0, 7.0, 5.0, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5, 3.5];
+        let regimes = burst_medians(&runs_reading_at(chained)).unwrap();
+        assert_eq!(regimes.len(), 1, "{regimes:?}");
+        assert_eq!(burst_median_lines(&Ok(regimes)).len(), 1);
+        let edge = [7.5, 7.5, 7.5, 7.5, 7.5, 5.0, 5.0, 5.0, 5.0, 5.0];
+        assert_eq!(burst_medians(&runs_reading_at(edge)).unwrap().len(), 1);
+        let past = [7.6, 7.6, 7.6, 7.6, 7.6, 5.0, 5.0, 5.0, 5.0, 5.0];
+        assert_eq!(burst_medians(&runs_reading_at(past)).unwrap().len(), 2);
+        assert_eq!(
+            burst_median_lines(&Err("6 of 10 runs lost".into())),
+            ["no medians: 6 of 10 runs lost"]
+        );
+        assert_eq!(run_numbers(&[3]), "run 3");
+        assert_eq!(
+            run_numbers(&[1, 2, 3, 4, 7, 9, 10]),
+            "runs 1 to 4, 7, 9, 10"
         );
     }
 
