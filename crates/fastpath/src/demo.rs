@@ -2135,9 +2135,9 @@ fn burst_notes(runs: &[BurstRun]) -> Vec<String> {
 #[cfg(feature = "bench")]
 /// How many times faster plain U-Net with the receiver reading may run in
 /// one run of `--only burst` than in the next slower one for the two to be
-/// of one regime of the machine ([`burst_medians`]): the bound the demo
-/// puts on a cell measured twice.
-const BURST_REGIME_GAP: f64 = 1.5;
+/// of one regime of the machine ([`burst_medians`]): the bound a latency
+/// row puts on a reference measured twice.
+const BURST_REGIME_GAP: f64 = MAX_MOVE;
 
 #[cfg(feature = "bench")]
 /// The medians of `--only burst`'s ratios over the runs of one regime of
