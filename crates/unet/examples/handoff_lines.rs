@@ -15,6 +15,10 @@
 //!   wrote after its last message before it writes its own (the inbox's
 //!   warm mark, which a round trip's producer reads one push in five at
 //!   40 B, one in 32 at 0 B).
+//! - `tail+copy`: `tail`, the sender also writing a copy of the message
+//!   on the tail's line, which the receiver reads there: the message's
+//!   line is written but never crosses (a small frame carried beside
+//!   the inbox's tail).
 //!
 //! ```sh
 //! cargo build --release -p unet --example handoff_lines
@@ -32,9 +36,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The patterns, in the order measured.
-const PATTERNS: [&str; 4] = ["seal", "tail", "tail+ask", "tail+mark"];
+const PATTERNS: [&str; 5] = ["seal", "tail", "tail+ask", "tail+mark", "tail+copy"];
 
-/// A cache line: a word the receiver polls or reads, the rest padding.
+/// A cache line: a word the receiver polls or reads, the message (or its
+/// copy on the tail's line), the rest padding.
 #[repr(align(64))]
 #[derive(Default)]
 struct Line {
@@ -59,6 +64,9 @@ impl Way {
             std::hint::black_box(self.mark.word.load(Ordering::Acquire));
         }
         slot.value.store(k, Ordering::Relaxed);
+        if pattern == 4 {
+            self.tail.value.store(k, Ordering::Relaxed);
+        }
         if pattern == 0 {
             slot.word.store(k + 1, Ordering::Release);
         } else {
@@ -90,7 +98,12 @@ impl Way {
             }
             std::hint::spin_loop();
         }
-        let v = slot.value.load(Ordering::Relaxed);
+        let v = if pattern == 4 {
+            &self.tail.value
+        } else {
+            &slot.value
+        }
+        .load(Ordering::Relaxed);
         if pattern == 3 {
             self.mark.word.store(k, Ordering::Release);
         }
