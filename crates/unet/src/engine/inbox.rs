@@ -39,6 +39,23 @@
 //!   held up to 15 frames that had run against the budget: the demo's
 //!   64 KiB token flow, which keeps the inbox near its byte budget, lost
 //!   frames as full and stalled.)
+//! - **A short entry beside the tail.** A push of at most [`COPY_MAX`]
+//!   bytes also copies the entry onto the tail's line ([`Tail::copy`]),
+//!   and a consumer whose only published entry it is reads it there
+//!   ([`Inbox::copied`]), into its own memory, and runs it from that: a
+//!   round trip's message then crosses to the consumer's core on the
+//!   tail's line alone, its own line staying in the producer's cache. Two
+//!   lines to cross, even with the waiting consumer asking for the
+//!   entry's, cost some 30 to 55 ns a direction more than one on the
+//!   Intel Xeon guest, whose line crosses in about 125 ns
+//!   (`examples/handoff_lines`; docs/benchmarks.md). The copy is a
+//!   sequence lock under the producers' lock: its tag ([`copy_tag`], the
+//!   entry's place and header) cleared, a `Release` fence, the words, the
+//!   tag; the consumer reads the tag, the words, an `Acquire` fence and
+//!   the tag again, and takes the copy only if both tags are the same and
+//!   name the entry at its position, else reads the ring, which holds
+//!   every entry as before. Every other push clears the tag, so it is only
+//!   ever the last push's.
 //! - **Budgets.** A frame is refused (the caller counts it) if the frames
 //!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
@@ -98,7 +115,8 @@
 //!   watches the ring's bytes a word at a time, `Ring::held_read`): each
 //!   `Acquire` and `Release` of the push, the drain and the give-back
 //!   weakened to `Relaxed` makes it fail (`is_empty`'s loads are a hint:
-//!   `drain` loads the tail again).
+//!   `drain` loads the tail again), and so does the copy's sequence lock
+//!   without its clearing, either fence or the second load of the tag.
 
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -111,11 +129,11 @@ use std::cell::UnsafeCell;
 #[cfg(not(loom))]
 use crate::biased::{BiasedGuard as Guard, BiasedLock as Lock};
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::atomic::{AtomicU64, Ordering, fence};
 #[cfg(loom)]
 use loom::sync::{Mutex as Lock, MutexGuard as Guard};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// The most frames an inbox holds, whatever its budget says.
 pub const FRAMES_MAX: usize = 1 << 16;
@@ -326,8 +344,9 @@ struct Prod {
     floor: u64,
 }
 
-/// The published tail and the last warm restart, on one line: written by
-/// producers, read by the consumer.
+/// The published tail, the last warm restart and a copy of the last
+/// frame pushed if it is short, on one line: written by producers, read
+/// by the consumer.
 #[derive(Debug)]
 struct Tail {
     /// Ring bytes published ever (`Release`, after the frames' writes).
@@ -339,6 +358,13 @@ struct Tail {
     /// of the tail that publishes the frame at the start, and loaded after
     /// each `Acquire` load of the tail, so `Relaxed` both ways.
     restart: AtomicU64,
+    /// The last entry pushed, if its bytes are at most [`COPY_MAX`]: its
+    /// place and header ([`copy_tag`]), [`COPY_NONE`] after any other
+    /// push and while a producer writes the copy (a sequence lock's
+    /// writer: [`Inbox::push_locked`]).
+    copy_tag: AtomicU64,
+    /// Its bytes, little-endian, zero past its length.
+    copy: [AtomicU64; COPY_WORDS],
 }
 
 impl Default for Tail {
@@ -346,8 +372,31 @@ impl Default for Tail {
         Tail {
             pos: AtomicU64::new(0),
             restart: AtomicU64::new(u64::MAX),
+            copy_tag: AtomicU64::new(COPY_NONE),
+            copy: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
+}
+
+/// The words of [`Tail::copy`]: what is left of the tail's line.
+const COPY_WORDS: usize = 5;
+/// The longest entry copied beside the tail (40 bytes: a round trip's
+/// messages up to that size cross between the cores on the tail's line
+/// alone).
+pub const COPY_MAX: usize = COPY_WORDS * 8;
+/// [`Tail::copy_tag`] when it holds no copy: a kind no entry has.
+const COPY_NONE: u64 = u64::MAX;
+const _: () = assert!(std::mem::size_of::<Tail>() == LINE);
+
+/// [`Tail::copy_tag`] for an entry of `len` bytes (at most [`COPY_MAX`])
+/// on `chan` of `kind` at ring position `pos` (bytes published ever
+/// before it): the position's low 32 bits, the length, the kind, the
+/// channel. The entries waiting lie within the ring's size of each other,
+/// at most [`RING_MAX`] < 2^32, so the low bits tell the entry at the
+/// consumer's position from every other that is or was there.
+#[inline(always)]
+fn copy_tag(pos: u64, len: usize, chan: u16, kind: u16) -> u64 {
+    (pos & 0xffff_ffff) | (len as u64) << 32 | u64::from(kind) << 40 | u64::from(chan) << 48
 }
 
 /// The consumer's position (ahead of what it gave back), touched only by
@@ -747,8 +796,13 @@ impl Inbox {
     /// producer has published a frame, its lines cross to this core
     /// together with the tail's rather than after it (a frame of up to 56
     /// bytes and its header fill one line). Nothing when the last frame
-    /// spanned more than [`PREFETCH_LINES`], and nothing before the ring's
-    /// first frame. Only a hint: nothing is read, nothing is asked for
+    /// spanned more than [`PREFETCH_LINES`], nothing before the ring's
+    /// first frame, and nothing after an entry of at most [`COPY_MAX`]
+    /// bytes, which the consumer reads from its copy beside the tail: its
+    /// line, asked for, came to this core just before the producer wrote
+    /// the next entry there, which then took it back (`loop_rtt`, the lent
+    /// standard applet at 40 B, eight runs: 2.45x U-Net's round trip with
+    /// the asking, 1.40x without). Only a hint: nothing is read, nothing is asked for
     /// unless every line lies in the ring, and a producer that goes back
     /// to the ring's start puts the frame elsewhere (the hint is then
     /// wasted).
@@ -768,6 +822,11 @@ impl Inbox {
         let r = self.ring.get()?;
         let next = self.given.0.next.load(Ordering::Relaxed);
         let (at, last) = ((next & 0xffff_ffff) as usize, (next >> 32) as usize);
+        // After a short entry, nothing: the next is likely short too, and
+        // read from its copy.
+        if last <= footprint(COPY_MAX) as usize {
+            return None;
+        }
         let lines = ((at % LINE) + last).div_ceil(LINE).max(1);
         (lines <= PREFETCH_LINES).then_some((r, at - at % LINE, lines))
     }
@@ -966,6 +1025,7 @@ impl Inbox {
         }
         // A padding runs to the ring's end: the frame is at its start.
         let start = if pad > 0 { 0 } else { at as usize };
+        let mut copy = [0u8; COPY_MAX];
         {
             let _held = ring.held_write(start, HDR + len);
             // SAFETY: `[start, start + need)` is in the ring (`need` fits
@@ -977,6 +1037,32 @@ impl Inbox {
             let (h, body) = place.split_at_mut(HDR);
             h.copy_from_slice(&header(len as u32, chan, kind));
             fill(body);
+            if len <= COPY_MAX {
+                copy[..len].copy_from_slice(body);
+            }
+        }
+        // A short entry copied beside the tail, which the consumer reads
+        // there when it is the only one waiting ([`Inbox::copied`]): its
+        // own line then stays in this core's cache, and a round trip's
+        // message crosses to the consumer's core on the tail's line alone
+        // (`examples/handoff_lines`). A sequence lock's writer: the tag
+        // cleared, the copy written, then the tag, so that a consumer that
+        // reads the tag before and after the copy the same saw no other
+        // push's bytes. Any other push clears it, so that the tag is only
+        // ever the last push's.
+        let t = &self.tail.0;
+        t.copy_tag.store(COPY_NONE, Ordering::Relaxed);
+        if len <= COPY_MAX {
+            fence(Ordering::Release);
+            for (w, b) in t.copy.iter().zip(copy.chunks_exact(8)) {
+                let b: [u8; 8] = b.try_into().expect("chunks of 8");
+                w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+            }
+            // `Relaxed`: a consumer reads the tag for the entry at its
+            // position only, which the tail's `Release` store below
+            // publishes, after its `Acquire` load of that tail.
+            t.copy_tag
+                .store(copy_tag(p.tail + pad, len, chan, kind), Ordering::Relaxed);
         }
         p.tail += pad + need;
         // `need` fits before the ring's end from `start` (above).
@@ -1078,15 +1164,24 @@ impl Inbox {
             if cfg!(any(test, debug_assertions)) {
                 assert_eq!(c.at, c.head % size);
             }
-            let (len, chan, kind) = {
-                let _held = ring.held_read(at, HDR);
-                // SAFETY: `[head, tail)` is published (read with `Acquire`
-                // after the producers' `Release` store of the tail) and every
-                // header in it lies whole before the ring's end (the ring's
-                // size and every footprint are multiples of 8); producers do
-                // not write it until it is given back, after this read.
-                let h = unsafe { ring.bytes(at, HDR) };
-                read_header(h)
+            // The entry from its copy beside the tail where it is the only
+            // one waiting and short (the tail's line is here already), else
+            // from the ring.
+            let mut copied = [0u8; COPY_MAX];
+            let (len, chan, kind, from_copy) = match self.copied(c.head, tail, &mut copied) {
+                Some((len, chan, kind)) => (len, chan, kind, true),
+                None => {
+                    let _held = ring.held_read(at, HDR);
+                    // SAFETY: `[head, tail)` is published (read with
+                    // `Acquire` after the producers' `Release` store of the
+                    // tail) and every header in it lies whole before the
+                    // ring's end (the ring's size and every footprint are
+                    // multiples of 8); producers do not write it until it
+                    // is given back, after this read.
+                    let h = unsafe { ring.bytes(at, HDR) };
+                    let (len, chan, kind) = read_header(h);
+                    (len, chan, kind, false)
+                }
             };
             // A frame's or a message's kind (`KIND_FRAME` 0, `KIND_MESSAGE`
             // 2) passes one test, behind which a padding's is told from a
@@ -1115,10 +1210,14 @@ impl Inbox {
             }
             // Within the ring's size (just checked), a `usize`.
             let len = len as usize;
-            // SAFETY: as for the header: the frame's bytes are in the ring
-            // (just checked) and published, and stay unwritten until given
-            // back, after `f` returns.
-            let frame = unsafe { ring.bytes(at + HDR, len) };
+            let frame = if from_copy {
+                &copied[..len]
+            } else {
+                // SAFETY: as for the header: the frame's bytes are in the
+                // ring (just checked) and published, and stay unwritten
+                // until given back, after `f` returns.
+                unsafe { ring.bytes(at + HDR, len) }
+            };
             let fp = footprint(len);
             c.head += fp;
             c.last = fp;
@@ -1150,7 +1249,7 @@ impl Inbox {
                 ring.prefetch_header(c.at as usize);
             }
             let go_on = {
-                let _held = ring.held_read(at + HDR, len);
+                let _held = (!from_copy).then(|| ring.held_read(at + HDR, len));
                 f(chan, kind == KIND_FRAME, frame)
             };
             self.give_back(c);
@@ -1215,6 +1314,44 @@ impl Inbox {
                 }
             })
         }
+    }
+
+    /// The entry at the consumer's position `head` from its copy beside
+    /// the tail (its length, channel and kind; its bytes into `buf`), if it
+    /// is the only entry published (`tail`, read with `Acquire`) and short,
+    /// and the copy is its and whole; else `None` and the ring is read. A
+    /// sequence lock's reader ([`Inbox::push_locked`] writes it): the tag,
+    /// the copy, then the tag again; both the same, no push wrote the copy
+    /// between them (a push clears the tag before it writes). The tag is
+    /// only ever the last push's, and the entries waiting lie within
+    /// [`RING_MAX`] < 2^32 bytes of each other, so a tag whose low bits are
+    /// `head`'s is the entry's at `head`.
+    #[inline(always)]
+    fn copied(&self, head: u64, tail: u64, buf: &mut [u8; COPY_MAX]) -> Option<(u32, u16, u16)> {
+        if tail - head > footprint(COPY_MAX) {
+            return None;
+        }
+        let t = &self.tail.0;
+        // `Relaxed`: the entry at `head` is published, its tag and copy
+        // written before the tail's `Release` store that `tail` was read
+        // by (`Acquire`); a later push's clearing and copy are what the
+        // fence and the second load below are for.
+        let tag = t.copy_tag.load(Ordering::Relaxed);
+        if tag == COPY_NONE || tag & 0xffff_ffff != head & 0xffff_ffff {
+            return None;
+        }
+        for (w, b) in t.copy.iter().zip(buf.chunks_exact_mut(8)) {
+            b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        fence(Ordering::Acquire);
+        if t.copy_tag.load(Ordering::Relaxed) != tag {
+            return None;
+        }
+        Some((
+            (tag >> 32) as u8 as u32,
+            (tag >> 48) as u16,
+            (tag >> 40) as u8 as u16,
+        ))
     }
 
     /// Skips to the ring's start if a producer went back to it at the
@@ -1305,6 +1442,9 @@ impl Inbox {
         // producer writes it (the caller's word: the entry is published)
         // and no consumer call reads it meanwhile (the contract).
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(len, 0, kind));
+        // The corruption is the ring's: the drain reads it there, not the
+        // entry's copy beside the tail.
+        self.tail.0.copy_tag.store(COPY_NONE, Ordering::Relaxed);
     }
 
     /// [`Inbox::corrupt_next`] over the entry `skip` entries after the
@@ -1355,6 +1495,8 @@ impl Inbox {
         // SAFETY: as in `corrupt_next_with`: a published header's place,
         // which no producer writes, and no other consumer call reads.
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(u32::MAX - 7, 0, KIND_FRAME));
+        // As in `corrupt_next_with`: the drain reads the corruption.
+        self.tail.0.copy_tag.store(COPY_NONE, Ordering::Relaxed);
     }
 
     /// Publishes the consumer's position: space and budget for producers.

@@ -232,6 +232,93 @@ fn a_drain_asks_for_the_next_published_frames_header_while_it_runs_one() {
     }
 }
 
+/// Drains everything: for each entry its channel, whether it is a frame,
+/// its bytes, and whether they were read in the ring (else from the
+/// entry's copy beside the tail).
+fn drain_places(i: &Locked) -> Vec<(u16, bool, Vec<u8>, bool)> {
+    let ring = i.inbox.ring.get().expect("an entry was pushed");
+    let (start, end) = (
+        ring.ptr.as_ptr() as usize,
+        ring.ptr.as_ptr() as usize + ring.len,
+    );
+    let mut v = Vec::new();
+    i.drain(|chan, frame, b| {
+        let at = b.as_ptr() as usize;
+        v.push((chan, frame, b.to_vec(), (start..end).contains(&at)));
+        true
+    });
+    v
+}
+
+/// `len` bytes that differ by position and by `k`: a word out of place
+/// or from another entry shows.
+fn pattern(k: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|j| k.wrapping_mul(31).wrapping_add(j as u8 * 7) | 1)
+        .collect()
+}
+
+#[test]
+fn a_short_entry_waiting_alone_is_read_from_its_copy_beside_the_tail() {
+    let i = Locked::new(64, 1 << 20);
+    let push = |k: u8, len: usize, frame: bool| {
+        let bytes = pattern(k, len);
+        let fill = |b: &mut [u8]| b.copy_from_slice(&bytes);
+        if frame {
+            i.push(u16::from(k) << 4, len, fill).unwrap();
+        } else {
+            i.push_message(u16::from(k) << 4, len, fill).unwrap();
+        }
+    };
+    // Alone, every length up to `COPY_MAX`, a frame or a message: read
+    // from the copy, its bytes, channel and kind the entry's.
+    for len in 0..=COPY_MAX {
+        for frame in [true, false] {
+            let k = len as u8;
+            push(k, len, frame);
+            let got = drain_places(&i);
+            assert_eq!(
+                got,
+                vec![(u16::from(k) << 4, frame, pattern(k, len), false)],
+                "{len} B"
+            );
+        }
+    }
+    // One byte longer: from the ring.
+    push(1, COPY_MAX + 1, false);
+    assert_eq!(
+        drain_places(&i),
+        vec![(16, false, pattern(1, COPY_MAX + 1), true)]
+    );
+    // Three short ones waiting: the first two from the ring, the last,
+    // alone by then, from its copy.
+    for k in 1..=3 {
+        push(k, 24, false);
+    }
+    let got = drain_places(&i);
+    let places: Vec<bool> = got.iter().map(|g| g.3).collect();
+    assert_eq!(places, [true, true, false]);
+    for (k, g) in (1..=3).zip(&got) {
+        assert_eq!(g.2, pattern(k, 24));
+    }
+    // A short one, then a long one: the short one is not alone at the
+    // drain, and the long push cleared the copy: both from the ring.
+    push(4, 8, true);
+    push(5, 200, true);
+    let got = drain_places(&i);
+    assert_eq!(got.iter().map(|g| g.3).collect::<Vec<_>>(), [true, true]);
+    assert_eq!(
+        (got[0].2.clone(), got[1].2.clone()),
+        (pattern(4, 8), pattern(5, 200))
+    );
+    // The copy is the last push's only: a short one pushed and run, then
+    // another short one, is read from the second's copy, not the first's.
+    push(6, 16, false);
+    assert_eq!(drain_places(&i), vec![(96, false, pattern(6, 16), false)]);
+    push(7, 16, false);
+    assert_eq!(drain_places(&i), vec![(112, false, pattern(7, 16), false)]);
+}
+
 #[test]
 fn a_round_trip_keeps_to_the_rings_first_lines() {
     // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB.
@@ -936,33 +1023,43 @@ fn a_wrong_kind_drops_the_rest_and_never_loops() {
 fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     let i = Locked::new(64, 1 << 16);
     let lines = |i: &Inbox| i.next_lines().map(|(_, at, n)| (at, n));
+    // The line the next frame is expected to start in, asked for or not.
+    let line_of_next = |i: &Inbox| {
+        let at = (i.given.0.next.load(Ordering::Relaxed) & 0xffff_ffff) as usize;
+        at - at % LINE
+    };
     // No ring before the first frame: nothing asked for.
     assert_eq!(lines(&i), None);
-    // (frame length, the line the next one starts in, the lines a frame
-    // of the last one's footprint spans from where the next starts.)
+    // (frame length, the line the next one starts in, and the lines a
+    // frame of the last one's footprint spans from where the next starts,
+    // if asked for.)
     let steps = [
-        // 0 B: footprint 8, the next at 8, in line 0, one line.
-        (0, 0, 1),
+        // 0 B: footprint 8, the next at 8, in line 0; nothing asked for
+        // after an entry of at most `COPY_MAX` bytes, read from its copy
+        // beside the tail (its line, asked for, would be taken from the
+        // producer's cache just before it writes the next one there).
+        (0, 0, None),
         // 56 B: footprint 64, the next at 72: line 64, 8 + 64 bytes, two.
-        (56, 64, 2),
+        (56, 64, Some(2)),
         // 48 B: footprint 56, the next at 128: line 128, one line.
-        (48, 128, 1),
+        (48, 128, Some(1)),
         // 57 B: footprint 72, the next at 200: line 192, 8 + 72, two.
-        (57, 192, 2),
+        (57, 192, Some(2)),
         // 192 B: footprint 200, the next at 400: line 384, 8 + 200
         // bytes, four.
-        (192, 384, PREFETCH_LINES),
+        (192, 384, Some(PREFETCH_LINES)),
     ];
-    // The ring made by the first push, nothing given back yet: its
-    // start, one line.
-    let mut was = Some((0, 1));
+    // The ring made by the first push, nothing run yet (no footprint to
+    // go by): nothing asked for.
+    let mut was = None;
     for (len, at, n) in steps {
         i.push(0, len, fill_with(1)).unwrap();
         // Published, not yet run: still where the last one left off.
         assert_eq!(lines(&i), was, "before a frame of {len} B is run");
         assert_eq!(take_all(&i).len(), 1);
-        was = Some((at, n));
+        was = n.map(|n| (at, n));
         assert_eq!(lines(&i), was, "after a frame of {len} B");
+        assert_eq!(line_of_next(&i), at, "after a frame of {len} B");
         // Each frame answered, as in a round trip.
         i.answered();
     }
@@ -972,12 +1069,13 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), None);
     i.answered();
-    // A short one again: asked for again. The ring was found empty past
-    // the 1,000-byte frame's warm start, `WARM_WIDE` (at 1,408 bytes), so
-    // the producer went back to its start.
+    // A short one again: nothing asked for, and expected at the ring's
+    // start: the ring was found empty past the 1,000-byte frame's warm
+    // start, `WARM_WIDE` (at 1,408 bytes), so the producer went back to
+    // its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
-    assert_eq!(lines(&i), Some((0, 1)));
+    assert_eq!((line_of_next(&i), lines(&i)), (0, None));
     // Unanswered, the next frame ends past its warm start (8 + 1,104
     // bytes) and nothing is marked.
     let mark = i.idle.0.load(Ordering::Relaxed);
@@ -991,7 +1089,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), mark);
-    assert_eq!(lines(&i), Some((1088, 1)));
+    assert_eq!((line_of_next(&i), lines(&i)), (1088, None));
     // An answer to that one frame: the drain of the next, run alone and
     // finding the ring empty past `WARM`, marks it there, and the next
     // frame is expected in the ring's first line, where the producer's
@@ -1002,7 +1100,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     let tail = lock(&i.prod.0).tail;
     assert_eq!(lock(&i.prod.0).at, 1128);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), tail);
-    assert_eq!(lines(&i), Some((0, 1)));
+    assert_eq!((line_of_next(&i), lines(&i)), (0, None));
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(lock(&i.prod.0).at, footprint(0));
 }
