@@ -802,10 +802,10 @@ impl Inbox {
     /// line, asked for, came to this core just before the producer wrote
     /// the next entry there, which then took it back (`loop_rtt`, the lent
     /// standard applet at 40 B, eight runs: 2.45x U-Net's round trip with
-    /// the asking, 1.40x without). Only a hint: nothing is read, nothing is asked for
-    /// unless every line lies in the ring, and a producer that goes back
-    /// to the ring's start puts the frame elsewhere (the hint is then
-    /// wasted).
+    /// the asking, 1.40x without). Only a hint: nothing is read, nothing
+    /// is asked for unless every line lies in the ring, and a producer
+    /// that goes back to the ring's start puts the frame elsewhere (the
+    /// hint is then wasted).
     #[inline(always)]
     pub fn prefetch_next(&self) {
         if let Some((r, at, lines)) = self.next_lines() {
@@ -1046,10 +1046,11 @@ impl Inbox {
         // own line then stays in this core's cache, and a round trip's
         // message crosses to the consumer's core on the tail's line alone
         // (`examples/handoff_lines`). A sequence lock's writer: the tag
-        // cleared, the copy written, then the tag, so that a consumer that
-        // reads the tag before and after the copy the same saw no other
-        // push's bytes. Any other push clears it, so that the tag is only
-        // ever the last push's.
+        // cleared, a `Release` fence, the copy, then the tag, so that a
+        // consumer that reads the tag the same before and after the copy
+        // (an `Acquire` fence between) read no later push's words. Any
+        // other push clears it, so that the tag is only ever the last
+        // push's.
         let t = &self.tail.0;
         t.copy_tag.store(COPY_NONE, Ordering::Relaxed);
         if len <= COPY_MAX {
