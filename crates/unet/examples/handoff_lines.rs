@@ -1,6 +1,6 @@
 //! What the line patterns of a hand-off between two cores cost on this
 //! machine, alone: a ping-pong of one 8-byte value each way between two
-//! threads pinned to CPUs 0 and 1, with nothing else on the path, in four
+//! threads pinned to CPUs 0 and 1, with nothing else on the path, in five
 //! patterns of the lines each message moves, measured in turn:
 //!
 //! - `seal`: the message's line carries its own seal, which the receiver
@@ -8,7 +8,8 @@
 //!   the SPSC ring peer).
 //! - `tail`: the receiver polls a tail on a line of its own, which the
 //!   sender stores after the message's line, then reads the message: two
-//!   lines (the applet's inbox, `engine/inbox.rs`).
+//!   lines (the applet's inbox, `engine/inbox.rs`, for an entry of more
+//!   than 40 bytes or one that does not wait alone).
 //! - `tail+ask`: `tail`, the waiting receiver also asking for the
 //!   message's line at every poll (the inbox's `prefetch_next`).
 //! - `tail+mark`: `tail`, the sender also reading a line the receiver
@@ -17,8 +18,8 @@
 //!   40 B, one in 32 at 0 B).
 //! - `tail+copy`: `tail`, the sender also writing a copy of the message
 //!   on the tail's line, which the receiver reads there: the message's
-//!   line is written but never crosses (a small frame carried beside
-//!   the inbox's tail).
+//!   line is written but never crosses (the inbox's entries of up to 40
+//!   bytes since 2026-12-05, `inbox::COPY_MAX`).
 //!
 //! ```sh
 //! cargo build --release -p unet --example handoff_lines
