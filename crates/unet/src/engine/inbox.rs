@@ -408,6 +408,16 @@ fn copy_tag(pos: u64, len: usize, chan: u16, kind: u16) -> u64 {
     (pos & 0xffff_ffff) | (len as u64) << 32 | u64::from(kind) << 40 | u64::from(chan) << 48
 }
 
+/// The length, channel and kind in a [`copy_tag`] (as [`read_header`]'s).
+#[inline(always)]
+fn read_copy_tag(tag: u64) -> (u32, u16, u16) {
+    (
+        u32::from((tag >> 32) as u8),
+        (tag >> 48) as u16,
+        u16::from((tag >> 40) as u8),
+    )
+}
+
 /// The consumer's position (ahead of what it gave back), touched only by
 /// the consumer's calls, which their callers serialise ([`ConsCell`]).
 ///
@@ -1034,7 +1044,7 @@ impl Inbox {
         }
         // A padding runs to the ring's end: the frame is at its start.
         let start = if pad > 0 { 0 } else { at as usize };
-        let mut copy = [0u8; COPY_MAX];
+        let mut copy = None;
         {
             let _held = ring.held_write(start, HDR + len);
             // SAFETY: `[start, start + need)` is in the ring (`need` fits
@@ -1047,7 +1057,9 @@ impl Inbox {
             h.copy_from_slice(&header(len as u32, chan, kind));
             fill(body);
             if len <= COPY_MAX {
-                copy[..len].copy_from_slice(body);
+                let mut c = [0u8; COPY_MAX];
+                c[..len].copy_from_slice(body);
+                copy = Some(c);
             }
         }
         // A short entry copied beside the tail, which the consumer reads
@@ -1062,7 +1074,7 @@ impl Inbox {
         // push's.
         let t = &self.tail.0;
         t.copy_tag.store(COPY_NONE, Ordering::Relaxed);
-        if len <= COPY_MAX {
+        if let Some(copy) = copy {
             fence(Ordering::Release);
             for (w, b) in t.copy.iter().zip(copy.chunks_exact(8)) {
                 let b: [u8; 8] = b.try_into().expect("chunks of 8");
@@ -1157,6 +1169,7 @@ impl Inbox {
             self.skip_restart(c, size);
         }
         let mut n = 0;
+        let mut copied = [0u8; COPY_MAX];
         loop {
             if c.head == tail {
                 if n >= self.max_frames {
@@ -1177,7 +1190,6 @@ impl Inbox {
             // The entry from its copy beside the tail where it is the only
             // one waiting and short (the tail's line is here already), else
             // from the ring.
-            let mut copied = [0u8; COPY_MAX];
             let (len, chan, kind, from_copy) = match self.copied(c.head, tail, &mut copied) {
                 Some((len, chan, kind)) => (len, chan, kind, true),
                 None => {
@@ -1357,11 +1369,7 @@ impl Inbox {
         if t.copy_tag.load(Ordering::Relaxed) != tag {
             return None;
         }
-        Some((
-            (tag >> 32) as u8 as u32,
-            (tag >> 48) as u16,
-            (tag >> 40) as u8 as u16,
-        ))
+        Some(read_copy_tag(tag))
     }
 
     /// Skips to the ring's start if a producer went back to it at the
