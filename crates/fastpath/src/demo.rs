@@ -2044,6 +2044,14 @@ impl BurstRun {
         })
     }
 
+    /// Plain U-Net's rate with the receiver reading every byte, the cell
+    /// by which [`burst_medians`] tells the machine's regime (named as in
+    /// [`BurstRun::ratios`], so that the two cannot drift apart).
+    fn reading(&self) -> &Bandwidth {
+        let [_, _, _, rd, _] = &self.cells;
+        rd
+    }
+
     /// Why the run is not in the medians, if it is not.
     fn excluded(&self) -> Option<String> {
         match (self.ratios(), self.tries) {
@@ -2169,7 +2177,7 @@ fn burst_medians(runs: &[BurstRun]) -> Result<Vec<BurstMedians>, String> {
     let mut sound: Vec<(usize, [f64; BURST_RATIOS.len()], f64)> = runs
         .iter()
         .enumerate()
-        .filter_map(|(k, run)| run.ratios().map(|r| (k + 1, r, run.cells[3].rate / 1e9)))
+        .filter_map(|(k, run)| run.ratios().map(|r| (k + 1, r, run.reading().rate / 1e9)))
         .collect();
     if sound.is_empty() || 2 * sound.len() < runs.len() {
         return Err(format!(
