@@ -10,7 +10,8 @@ this shared 2-core machine, where absolute times drift between runs.
     LENT=1 scripts/rtt-compare.py NAME=LOOP_RTT NAME=LOOP_RTT ... [--runs N]
         [--batches B] [--sizes 0,40,56,57,1024]
 
-Each round runs every build once, in the order given. The environment is
+Each round runs every build once, in a rotating order (the first of a
+round ran faster or slower in some sets). The environment is
 passed on (`LENT=1` for the lent applet); `STD=1` is set, since the ratio
 compared is the applet's.
 """
@@ -44,8 +45,8 @@ def main():
     if any(len(b) != 2 for b in builds):
         sys.exit('each build is NAME=BINARY')
     got = collections.defaultdict(list)  # (name, size) -> [(ratio, unet, applet)] by round
-    for _ in range(a.runs):
-        for name, binary in builds:
+    for r in range(a.runs):
+        for name, binary in builds[r % len(builds):] + builds[:r % len(builds)]:
             for size, row in run(binary, a.batches, a.sizes).items():
                 got[(name, size)].append(row)
     first = builds[0][0]
