@@ -49,13 +49,13 @@
 //!   entry's, cost some 30 to 55 ns a direction more than one on the
 //!   Intel Xeon guest, whose line crosses in about 125 ns
 //!   (`examples/handoff_lines`; docs/benchmarks.md). The copy is a
-//!   sequence lock under the producers' lock: its tag ([`copy_tag`], the
-//!   entry's place and header) cleared, a `Release` fence, the words, the
-//!   tag; the consumer reads the tag, the words, an `Acquire` fence and
-//!   the tag again, and takes the copy only if both tags are the same and
-//!   name the entry at its position, else reads the ring, which holds
-//!   every entry as before. Every other push clears the tag, so it is only
-//!   ever the last push's.
+//!   sequence lock under the producers' lock: its tag ([`Tail::last`], the
+//!   entry's place) without the copy, a `Release` fence, the words, the
+//!   tag with the copy and the entry's header; the consumer reads the tag,
+//!   the words, an `Acquire` fence and the tag again, and takes the copy
+//!   only if both tags are the same and name the entry at its position,
+//!   else reads the ring, which holds every entry as before. Every push
+//!   stores its tag, so it is only ever the last push's.
 //! - **Budgets.** A frame is refused (the caller counts it) if the frames
 //!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
@@ -77,7 +77,8 @@
 //!   of bursts keeps to the first quarter MiB, and only those pages are
 //!   ever touched (the rest of the ring is there for the budgets' frames).
 //!   The going back writes nothing in the ring: the producer stores
-//!   where it left off on the tail's line ([`Tail::restart`]), before the tail that
+//!   where it left off ([`Inbox::restart`]), and marks its tag on the
+//!   tail's line ([`TAG_RESTARTED`]), before the tail that
 //!   publishes the frame at the start, and the consumer, reaching that
 //!   position, skips to the start without reading there. So the bytes
 //!   skipped are free at once: the frames after the going back have the
@@ -298,6 +299,9 @@ std::thread_local! {
     /// the tests.
     pub(crate) static AHEAD: std::cell::RefCell<Vec<usize>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// How many times a drain on this thread read [`Inbox::restart`]'s
+    /// line, for the tests.
+    pub(crate) static RESTART_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Why a frame was not put in the inbox.
@@ -337,33 +341,29 @@ struct Prod {
     bytes_end: u64,
     /// The tail when the consumer's position was last read past [`HOT`].
     checked: u64,
-    /// Where the last going back to the ring's start ([`Tail::restart`])
+    /// Where the last going back to the ring's start ([`Inbox::restart`])
     /// resumed: the consumer skips the bytes before it unread, so they
     /// count as given back, whatever it has given back yet
     /// ([`Inbox::refresh`]).
     floor: u64,
 }
 
-/// The published tail, the last warm restart and a copy of the last
-/// frame pushed if it is short, on one line: written by producers, read
-/// by the consumer.
+/// The published tail, the last push's tag and a copy of its entry if it
+/// is short, on one line: written by producers, read by the consumer.
 #[derive(Debug)]
 struct Tail {
     /// Ring bytes published ever (`Release`, after the frames' writes).
     pos: AtomicU64,
-    /// Where a producer last went back to the ring's start with the ring
-    /// empty (the tail it found; `u64::MAX` before any): the consumer,
-    /// at this position, skips to the start of the next pass over the
-    /// ring without reading anything. Stored before the `Release` store
-    /// of the tail that publishes the frame at the start, and loaded after
-    /// each `Acquire` load of the tail, so `Relaxed` both ways.
-    restart: AtomicU64,
-    /// The last entry pushed, if its bytes are at most [`COPY_MAX`]: its
-    /// place and header ([`copy_tag`]), [`COPY_NONE`] after any other
-    /// push and while a producer writes the copy (a sequence lock's
-    /// writer: [`Inbox::push_locked`]).
-    copy_tag: AtomicU64,
-    /// Its bytes, little-endian, zero past its length.
+    /// The last push's tag ([`place_tag`]): its entry's place, whether a
+    /// warm restart came just before it, and, once [`Tail::copy`] holds
+    /// the entry, its header ([`copied_tag`]). Every push stores it, first
+    /// without the copy, so that it is only ever the last push's, and a
+    /// consumer that reads it the same before and after the copy's words
+    /// read no later push's (a sequence lock: [`Inbox::push_locked`]).
+    /// [`TAG_NONE`] before any push.
+    last: AtomicU64,
+    /// The last entry's bytes, if [`Tail::last`] says so: little-endian,
+    /// zero past its length.
     copy: [AtomicU64; COPY_WORDS],
 }
 
@@ -371,8 +371,7 @@ impl Default for Tail {
     fn default() -> Tail {
         Tail {
             pos: AtomicU64::new(0),
-            restart: AtomicU64::new(u64::MAX),
-            copy_tag: AtomicU64::new(COPY_NONE),
+            last: AtomicU64::new(TAG_NONE),
             copy: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -380,42 +379,66 @@ impl Default for Tail {
 
 /// The words of [`Tail::copy`]: what is left of the tail's line.
 #[cfg(not(loom))]
-const COPY_WORDS: usize = 5;
+const COPY_WORDS: usize = 6;
 /// [`COPY_WORDS`] in the loom model: three (24 bytes), which its frames
 /// of 0 to 20 bytes take. With five, `loom_inbox` ran 524 s in CI (417 s
-/// before the copy), with three 42 s, and it still fails with the copy's
-/// second tag load, the tail's `Release` or `Acquire`, or the give-back's
-/// `Acquire` weakened.
+/// before the copy), with three 42 s (85 s since every push stores its
+/// tag and a drain reads it for a restart), and it still fails with the
+/// copy's second tag load, the tail's `Release` or `Acquire`, or the
+/// give-back's `Acquire` weakened.
 #[cfg(loom)]
 const COPY_WORDS: usize = 3;
-/// The longest entry copied beside the tail (40 bytes: a round trip's
+/// The longest entry copied beside the tail (48 bytes: a round trip's
 /// messages up to that size cross between the cores on the tail's line
 /// alone).
 pub const COPY_MAX: usize = COPY_WORDS * 8;
-/// [`Tail::copy_tag`] when it holds no copy: a kind no entry has.
-const COPY_NONE: u64 = u64::MAX;
+/// [`Tail::last`] before any push: its place, not a multiple of 8, names
+/// no entry.
+const TAG_NONE: u64 = u64::MAX;
+/// In a tag: [`Tail::copy`] holds the entry, and the tag its header.
+const TAG_COPIED: u64 = 1 << 44;
+/// In a tag: the push went back to the ring's start with a warm restart
+/// ([`Inbox::restart`]) just before its entry.
+const TAG_RESTARTED: u64 = 1 << 45;
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Tail>() == LINE);
+// A copied entry's length and kind fit their fields of a tag.
+const _: () = assert!(COPY_MAX < 256 && KIND_FRAME < 16 && KIND_MESSAGE < 16);
 
-/// [`Tail::copy_tag`] for an entry of `len` bytes (at most [`COPY_MAX`])
-/// on `chan` of `kind` at ring position `pos` (bytes published ever
-/// before it): the position's low 32 bits, the length, the kind, the
-/// channel. The entries waiting lie within the ring's size of each other,
-/// at most [`RING_MAX`] < 2^32, so the low bits tell the entry at the
-/// consumer's position from every other that is or was there.
+/// [`Tail::last`] for a push whose entry is at ring position `pos`
+/// (bytes published ever before it), `restarted` if a warm restart came
+/// just before it: the position's low 32 bits and [`TAG_RESTARTED`]. The
+/// entries waiting lie within the ring's size of each other, at most
+/// [`RING_MAX`] < 2^32, so the low bits tell the entry at the consumer's
+/// position from every other that is or was there ([`names`]).
 #[inline(always)]
-fn copy_tag(pos: u64, len: usize, chan: u16, kind: u16) -> u64 {
-    (pos & 0xffff_ffff) | (len as u64) << 32 | u64::from(kind) << 40 | u64::from(chan) << 48
+fn place_tag(pos: u64, restarted: bool) -> u64 {
+    (pos & 0xffff_ffff) | if restarted { TAG_RESTARTED } else { 0 }
 }
 
-/// The length, channel and kind in a [`copy_tag`] (as [`read_header`]'s).
+/// What a [`place_tag`] gains once [`Tail::copy`] holds its entry of
+/// `len` bytes (at most [`COPY_MAX`]) on `chan` of `kind` (a frame's or a
+/// message's): [`TAG_COPIED`], the length, the kind, the channel.
+#[inline(always)]
+fn copied_tag(len: usize, chan: u16, kind: u16) -> u64 {
+    TAG_COPIED | (len as u64) << 32 | u64::from(kind) << 40 | u64::from(chan) << 48
+}
+
+/// The length, channel and kind in a [`copied_tag`] (as [`read_header`]'s).
 #[inline(always)]
 fn read_copy_tag(tag: u64) -> (u32, u16, u16) {
     (
         u32::from((tag >> 32) as u8),
         (tag >> 48) as u16,
-        u16::from((tag >> 40) as u8),
+        ((tag >> 40) & 0xf) as u16,
     )
+}
+
+/// Whether `tag` is of the push whose entry is at ring position `pos`, for
+/// a `pos` at or before that push's: see [`place_tag`].
+#[inline(always)]
+fn names(tag: u64, pos: u64) -> bool {
+    tag & 0xffff_ffff == pos & 0xffff_ffff
 }
 
 /// The consumer's position (ahead of what it gave back), touched only by
@@ -721,9 +744,19 @@ pub fn ring_size(frames: usize, bytes: usize) -> usize {
 pub struct Inbox {
     /// The producers' lock and view (written only by producers).
     prod: Line<Lock<Prod>>,
-    /// The published tail and the last warm restart (written by
+    /// The published tail and the last push's tag and copy (written by
     /// producers, read by the consumer).
     tail: Line<Tail>,
+    /// Where a producer last went back to the ring's start with the ring
+    /// empty (the tail it found; `u64::MAX` before any): the consumer,
+    /// at this position, skips to the start of the next pass over the
+    /// ring without reading anything. Stored before the `Release` store
+    /// of the tail that publishes the frame at the start, and loaded after
+    /// an `Acquire` load of the tail, so `Relaxed` both ways. On a line of
+    /// its own, read only where [`Tail::last`] does not tell
+    /// ([`Inbox::skip_restart`]): a round trip restarts every four or five
+    /// messages, and on the tail's line it took the copy's sixth word.
+    restart: Line<AtomicU64>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
     /// Where the consumer, answering each frame ([`Inbox::answered`]),
@@ -792,6 +825,7 @@ impl Inbox {
             tail: Line::default(),
             given: Line::default(),
             idle: Line(AtomicU64::new(u64::MAX)),
+            restart: Line(AtomicU64::new(u64::MAX)),
             cons: Line(ConsCell(UnsafeCell::new(Cons::default()))),
             ring: OnceLock::new(),
             size: ring_size(frames, bytes),
@@ -1000,10 +1034,11 @@ impl Inbox {
         // before it; or, if the ring is empty and this is past its warm
         // start ([`Inbox::empty_at_tail`]), back to its start without a
         // padding: the bytes skipped are given back at once
-        // (`Prod::floor`), the consumer told on the tail's line
-        // (`Tail::restart`). (`rest` is never 0, `at` being below the
+        // (`Prod::floor`), the consumer told by the restart's line and this
+        // push's tag (`Inbox::restart`, `TAG_RESTARTED`). (`rest` is never 0, `at` being below the
         // ring's size: no padding is `rest >= need`.)
         let mut pad = 0;
+        let mut restarted = false;
         if rest < need {
             pad = rest;
         } else if self.empty_at_tail(p, at) && need <= at {
@@ -1016,7 +1051,8 @@ impl Inbox {
             // ring is empty from `floor`, and `need` is at most its size.
             // (After the test, a flag kept for it cost 3 instructions a
             // push.)
-            self.tail.0.restart.store(p.tail, Ordering::Relaxed);
+            self.restart.0.store(p.tail, Ordering::Relaxed);
+            restarted = true;
             #[cfg(loom)]
             padded(1);
         }
@@ -1067,24 +1103,27 @@ impl Inbox {
         // own line then stays in this core's cache, and a round trip's
         // message crosses to the consumer's core on the tail's line alone
         // (`examples/handoff_lines`). A sequence lock's writer: the tag
-        // cleared, a `Release` fence, the copy, then the tag, so that a
-        // consumer that reads the tag the same before and after the copy
-        // (an `Acquire` fence between) read no later push's words. Any
-        // other push clears it, so that the tag is only ever the last
-        // push's.
+        // of this push's place without the copy (so unlike any earlier
+        // push's), a `Release` fence, the copy, then the tag with it, so
+        // that a consumer that reads the tag the same before and after the
+        // copy (an `Acquire` fence between) read no later push's words.
+        // Every push stores its tag, so that the tag is only ever the last
+        // push's, and tells a consumer that the entry at its position is
+        // the last push's, or that a restart came just before it
+        // ([`Inbox::skip_restart`]). `Relaxed`: a consumer reads the tag
+        // after its `Acquire` load of a tail that this push's `Release`
+        // store below, or a later one, published.
         let t = &self.tail.0;
-        t.copy_tag.store(COPY_NONE, Ordering::Relaxed);
+        let tag = place_tag(p.tail + pad, restarted);
+        t.last.store(tag, Ordering::Relaxed);
         if let Some(copy) = copy {
             fence(Ordering::Release);
             for (w, b) in t.copy.iter().zip(copy.chunks_exact(8)) {
                 let b: [u8; 8] = b.try_into().expect("chunks of 8");
                 w.store(u64::from_le_bytes(b), Ordering::Relaxed);
             }
-            // `Relaxed`: a consumer reads the tag for the entry at its
-            // position only, which the tail's `Release` store below
-            // publishes, after its `Acquire` load of that tail.
-            t.copy_tag
-                .store(copy_tag(p.tail + pad, len, chan, kind), Ordering::Relaxed);
+            t.last
+                .store(tag | copied_tag(len, chan, kind), Ordering::Relaxed);
         }
         p.tail += pad + need;
         // `need` fits before the ring's end from `start` (above).
@@ -1163,11 +1202,12 @@ impl Inbox {
         // A producer goes back to the ring's start only where it found the
         // ring empty: where this consumer had given back everything, up to
         // a tail it had read. So a restart lies only where a drain starts
-        // or where it reads the tail again, and is looked for there alone
-        // (`skip_restart`), not at every frame.
-        if c.head != tail {
-            self.skip_restart(c, size);
-        }
+        // or where it reads the tail again (`fresh`), and is looked for
+        // there alone (`skip_restart`), not at every frame; nor where the
+        // entry there is read from its copy beside the tail, whose tag
+        // names the consumer's position (after a restart, the entry is at
+        // the ring's start, and the copy is looked for again there).
+        let mut fresh = c.head != tail;
         let mut n = 0;
         let mut copied = [0u8; COPY_MAX];
         loop {
@@ -1179,7 +1219,17 @@ impl Inbox {
                 if c.head == tail {
                     break;
                 }
-                self.skip_restart(c, size);
+                fresh = true;
+            }
+            // The entry from its copy beside the tail where it is the only
+            // one waiting and short (the tail's line is here already), else
+            // from the ring.
+            let mut got = self.copied(c.head, tail, &mut copied);
+            if fresh {
+                fresh = false;
+                if got.is_none() && self.skip_restart(c, size) {
+                    got = self.copied(c.head, tail, &mut copied);
+                }
             }
             let at = c.at as usize;
             // Checked in the crate's tests too (its release build has no
@@ -1187,10 +1237,7 @@ impl Inbox {
             if cfg!(any(test, debug_assertions)) {
                 assert_eq!(c.at, c.head % size);
             }
-            // The entry from its copy beside the tail where it is the only
-            // one waiting and short (the tail's line is here already), else
-            // from the ring.
-            let (len, chan, kind, from_copy) = match self.copied(c.head, tail, &mut copied) {
+            let (len, chan, kind, from_copy) = match got {
                 Some((len, chan, kind)) => (len, chan, kind, true),
                 None => {
                     let _held = ring.held_read(at, HDR);
@@ -1344,7 +1391,8 @@ impl Inbox {
     /// and the copy is its and whole; else `None` and the ring is read. A
     /// sequence lock's reader ([`Inbox::push_locked`] writes it): the tag,
     /// the copy, then the tag again; both the same, no push wrote the copy
-    /// between them (a push clears the tag before it writes). The tag is
+    /// between them (a push stores its own tag, without the copy, before it
+    /// writes). The tag is
     /// only ever the last push's, and the entries waiting lie within
     /// [`RING_MAX`] < 2^32 bytes of each other, so a tag whose low bits are
     /// `head`'s is the entry's at `head`.
@@ -1356,35 +1404,60 @@ impl Inbox {
         let t = &self.tail.0;
         // `Relaxed`: the entry at `head` is published, its tag and copy
         // written before the tail's `Release` store that `tail` was read
-        // by (`Acquire`); a later push's clearing and copy are what the
-        // fence and the second load below are for.
-        let tag = t.copy_tag.load(Ordering::Relaxed);
-        if tag == COPY_NONE || tag & 0xffff_ffff != head & 0xffff_ffff {
+        // by (`Acquire`); a later push's tag and copy are what the fence
+        // and the second load below are for.
+        let tag = t.last.load(Ordering::Relaxed);
+        if tag & TAG_COPIED == 0 || !names(tag, head) {
             return None;
         }
         for (w, b) in t.copy.iter().zip(buf.chunks_exact_mut(8)) {
             b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
         fence(Ordering::Acquire);
-        if t.copy_tag.load(Ordering::Relaxed) != tag {
+        if t.last.load(Ordering::Relaxed) != tag {
             return None;
         }
         Some(read_copy_tag(tag))
     }
 
     /// Skips to the ring's start if a producer went back to it at the
-    /// consumer's position (`Tail::restart`), reading nothing there (the
+    /// consumer's position ([`Inbox::restart`]), reading nothing there (the
     /// bytes may be a new frame's), and gives the bytes skipped back (as
     /// the drain gives back a padding it skips). For a consumer that has
-    /// just read, with `Acquire`, a tail past its position: a restart there
-    /// was stored before that tail, so this `Relaxed` load sees it.
+    /// just read, with `Acquire`, a tail past its position: that push's
+    /// tag, or a later one's, and a restart before it were stored before
+    /// that tail, so these `Relaxed` loads see them. Whether it skipped.
+    ///
+    /// The last push's tag, on the tail's line, tells it in a round trip,
+    /// where the entry waiting is the last pushed: a tag that names the
+    /// consumer's position is of an entry there, so no restart is; one of
+    /// a push that restarted and names the ring's start after it is of
+    /// that restart's entry, and the restart is at the consumer's position
+    /// (the ring was empty where the push went back, so the consumer had
+    /// given back up to there, and nothing lies between). Only otherwise
+    /// (several entries waiting) is the restart's own line read. (The tag
+    /// of a push later than the tail read names a place at or past that
+    /// tail, so not the consumer's position; nor is it of a restart
+    /// there, since a restarting push found the consumer at or past the
+    /// place it went back from.)
     #[inline(always)]
-    fn skip_restart(&self, c: &mut Cons, size: u64) {
-        if c.head == self.tail.0.restart.load(Ordering::Relaxed) {
-            c.head += size - c.at;
+    fn skip_restart(&self, c: &mut Cons, size: u64) -> bool {
+        let tag = self.tail.0.last.load(Ordering::Relaxed);
+        if names(tag, c.head) {
+            return false;
+        }
+        let rest = size - c.at;
+        if (tag & TAG_RESTARTED != 0 && names(tag, c.head + rest)) || {
+            #[cfg(all(test, not(loom)))]
+            RESTART_READS.with(|r| r.set(r.get() + 1));
+            c.head == self.restart.0.load(Ordering::Relaxed)
+        } {
+            c.head += rest;
             c.at = 0;
             self.give_back(c);
+            return true;
         }
+        false
     }
 
     /// The recovery from a header that failed its check (memory
@@ -1462,7 +1535,7 @@ impl Inbox {
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(len, 0, kind));
         // The corruption is the ring's: the drain reads it there, not the
         // entry's copy beside the tail.
-        self.tail.0.copy_tag.store(COPY_NONE, Ordering::Relaxed);
+        self.tail.0.last.store(TAG_NONE, Ordering::Relaxed);
     }
 
     /// [`Inbox::corrupt_next`] over the entry `skip` entries after the
@@ -1479,7 +1552,7 @@ impl Inbox {
         // SAFETY: the one consumer call running (the contract).
         let (at, head) = unsafe { self.cons.0.with(|c| (c.at as usize, c.head)) };
         let ring = self.ring.get().expect("a frame was pushed");
-        let restart = self.tail.0.restart.load(Ordering::Relaxed);
+        let restart = self.restart.0.load(Ordering::Relaxed);
         let mut at = at;
         let mut pos = head;
         let mut left = skip;
@@ -1514,7 +1587,7 @@ impl Inbox {
         // which no producer writes, and no other consumer call reads.
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(u32::MAX - 7, 0, KIND_FRAME));
         // As in `corrupt_next_with`: the drain reads the corruption.
-        self.tail.0.copy_tag.store(COPY_NONE, Ordering::Relaxed);
+        self.tail.0.last.store(TAG_NONE, Ordering::Relaxed);
     }
 
     /// Publishes the consumer's position: space and budget for producers.

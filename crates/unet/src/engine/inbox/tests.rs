@@ -302,7 +302,8 @@ fn a_short_entry_waiting_alone_is_read_from_its_copy_beside_the_tail() {
         assert_eq!(g.2, pattern(k, 24));
     }
     // A short one, then a long one: the short one is not alone at the
-    // drain, and the long push cleared the copy: both from the ring.
+    // drain, and the tag is the long push's, without a copy: both from the
+    // ring.
     push(4, 8, true);
     push(5, 200, true);
     let got = drain_places(&i);
@@ -351,13 +352,53 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
                 assert!(before >= from, "{len} B went back from {before}");
                 back += 1;
                 // Where the consumer skips to the start unread.
-                assert_eq!(i.tail.0.restart.load(Ordering::Relaxed), tail);
+                assert_eq!(i.restart.0.load(Ordering::Relaxed), tail);
             }
         }
         // Once a pass over the warm start: every frame past the first of
         // the 4,000-byte ones.
         let pass = from.div_ceil(footprint(len)).max(1);
         assert!(back >= 2000 / (pass + 1) - 1, "{len} B: back {back} times");
+    }
+}
+
+#[test]
+fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
+    let reads = || RESTART_READS.with(std::cell::Cell::get);
+    for len in [1, 40, 48, 49, 56, 57, 200, 1000] {
+        let from = warm_start(footprint(len));
+        let i = Locked::new(1024, 4 << 20);
+        // Round trips: the entry waiting is always the last pushed, so its
+        // tag tells the drain whether a restart lies before it, the
+        // restart's own line never read, restart or not.
+        let before = reads();
+        let mut back = 0;
+        for k in 0..300u32 {
+            i.push(1, len, fill_with(k as u8)).unwrap();
+            assert_eq!(take_all(&i), vec![(1, len, k as u8)], "{len} B");
+            i.answered();
+            back += u32::from(k > 0 && lock(&i.prod.0).at == footprint(len));
+        }
+        assert!(back > 2, "{len} B: back {back} times");
+        assert_eq!(reads(), before, "{len} B: the restart's line read");
+        // Past the warm start with the ring marked empty: the next push
+        // goes back to the start, and a second follows it before the
+        // drain. The tag is the second's, which tells nothing of the
+        // restart: the drain reads the restart's line, skips, and runs
+        // both.
+        while lock(&i.prod.0).at < from {
+            i.push(1, len, fill_with(1)).unwrap();
+            assert_eq!(take_all(&i).len(), 1);
+            i.answered();
+        }
+        let tail = lock(&i.prod.0).tail;
+        i.push(2, len, fill_with(2)).unwrap();
+        i.push(3, len, fill_with(3)).unwrap();
+        assert_eq!(i.restart.0.load(Ordering::Relaxed), tail, "{len} B");
+        assert_eq!(lock(&i.prod.0).at, 2 * footprint(len), "{len} B");
+        let before = reads();
+        assert_eq!(take_all(&i), vec![(2, len, 2), (3, len, 3)], "{len} B");
+        assert_eq!(reads(), before + 1, "{len} B");
     }
 }
 
@@ -1041,13 +1082,16 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         (0, 0, None),
         // 56 B: footprint 64, the next at 72: line 64, 8 + 64 bytes, two.
         (56, 64, Some(2)),
-        // 48 B: footprint 56, the next at 128: line 128, one line.
-        (48, 128, Some(1)),
-        // 57 B: footprint 72, the next at 200: line 192, 8 + 72, two.
-        (57, 192, Some(2)),
-        // 192 B: footprint 200, the next at 400: line 384, 8 + 200
+        // 48 B (`COPY_MAX`): footprint 56, the next at 128, in line 128;
+        // read from its copy, nothing asked for.
+        (48, 128, None),
+        // 49 B: footprint 64, the next at 192: line 192, one line.
+        (49, 192, Some(1)),
+        // 57 B: footprint 72, the next at 264: line 256, 8 + 72, two.
+        (57, 256, Some(2)),
+        // 192 B: footprint 200, the next at 464: line 448, 8 + 200
         // bytes, four.
-        (192, 384, Some(PREFETCH_LINES)),
+        (192, 448, Some(PREFETCH_LINES)),
     ];
     // The ring made by the first push, nothing run yet (no footprint to
     // go by): nothing asked for.
