@@ -58,7 +58,7 @@ cargo test -p fastpath --release
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p codecache --release --test loom
 # unet's loom models of the endpoint queues (transmit, receive, free), of
-# an applet's cross-thread inbox (about 85 s on two cores) and of the biased
+# an applet's cross-thread inbox (about 190 s on two cores) and of the biased
 # side lock (whose fast path reads its own slot without an atomic load:
 # loom's `unsync_load` there checks that every store happened before).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

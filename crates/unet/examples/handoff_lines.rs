@@ -9,7 +9,7 @@
 //! - `tail`: the receiver polls a tail on a line of its own, which the
 //!   sender stores after the message's line, then reads the message: two
 //!   lines (the applet's inbox, `engine/inbox.rs`, for an entry of more
-//!   than 48 bytes, 40 before 2026-12-05's second change, or one that
+//!   than 56 bytes, 40 before 2026-12-05's later changes, or one that
 //!   does not wait alone).
 //! - `tail+ask`: `tail`, the waiting receiver also asking for the
 //!   message's line at every poll (the inbox's `prefetch_next`).
@@ -19,8 +19,9 @@
 //!   40 B, one in 32 at 0 B).
 //! - `tail+copy`: `tail`, the sender also writing a copy of the message
 //!   on the tail's line, which the receiver reads there: the message's
-//!   line is written but never crosses (the inbox's entries of up to 48
-//!   bytes since 2026-12-05, `inbox::COPY_MAX`).
+//!   line is written but never crosses (the inbox's entries of up to 56
+//!   bytes since 2026-12-05, `inbox::COPY_MAX`, the tail itself no longer
+//!   on that line: the receiver reads the last push's tag beside the copy).
 //!
 //! ```sh
 //! cargo build --release -p unet --example handoff_lines

@@ -50,12 +50,17 @@
 //!   Intel Xeon guest, whose line crosses in about 125 ns
 //!   (`examples/handoff_lines`; docs/benchmarks.md). The copy is a
 //!   sequence lock under the producers' lock: its tag ([`Tail::last`], the
-//!   entry's place) without the copy, a `Release` fence, the words, the
-//!   tag with the copy and the entry's header; the consumer reads the tag,
-//!   the words, an `Acquire` fence and the tag again, and takes the copy
-//!   only if both tags are the same and name the entry at its position,
-//!   else reads the ring, which holds every entry as before. Every push
-//!   stores its tag, so it is only ever the last push's.
+//!   entry's place and footprint) without the copy, a `Release` fence, the
+//!   words, the tag with the copy and the entry's header; the consumer
+//!   reads the tag, the words, an `Acquire` fence and the tag again, and
+//!   takes the copy only if both tags are the same and name the entry at
+//!   its position, else reads the ring, which holds every entry as before.
+//!   Every push stores its tag (`Release`), so it is only ever the last
+//!   push's, and a drain reads it first ([`Inbox::last_alone`]): when it
+//!   names the drain's position, the entry there is the last pushed and
+//!   published, and the drain runs it without reading the tail, which
+//!   lies on a line of its own; so the tag's line, with a copy of up to
+//!   56 bytes, is the only one a round trip's message crosses on.
 //! - **Budgets.** A frame is refused (the caller counts it) if the frames
 //!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
@@ -302,6 +307,9 @@ std::thread_local! {
     /// How many times a drain on this thread read [`Inbox::restart`]'s
     /// line, for the tests.
     pub(crate) static RESTART_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// How many times a drain on this thread read the tail
+    /// ([`Inbox::pos`]), for the tests.
+    pub(crate) static TAIL_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Why a frame was not put in the inbox.
@@ -348,19 +356,24 @@ struct Prod {
     floor: u64,
 }
 
-/// The published tail, the last push's tag and a copy of its entry if it
-/// is short, on one line: written by producers, read by the consumer.
+/// The last push's tag and a copy of its entry if it is short, on one
+/// line, the one a waiting consumer reads ("the tail's line" in this
+/// module, which held the tail itself until 2026-12-05): written by
+/// producers, read by the consumer. The tail, which a consumer reads only
+/// when the tag does not tell it enough, is on a line of its own
+/// ([`Inbox::pos`]).
 #[derive(Debug)]
 struct Tail {
-    /// Ring bytes published ever (`Release`, after the frames' writes).
-    pos: AtomicU64,
     /// The last push's tag ([`place_tag`]): its entry's place, whether a
-    /// warm restart came just before it, and, once [`Tail::copy`] holds
-    /// the entry, its header ([`copied_tag`]). Every push stores it, first
-    /// without the copy, so that it is only ever the last push's, and a
-    /// consumer that reads it the same before and after the copy's words
-    /// read no later push's (a sequence lock: [`Inbox::push_locked`]).
-    /// [`TAG_NONE`] before any push.
+    /// warm restart came just before it, and its footprint
+    /// ([`sized_tag`]), or, once [`Tail::copy`] holds the entry, its
+    /// header ([`copied_tag`]). Every push stores it, first without the
+    /// copy, so that it is only ever the last push's, and a consumer that
+    /// reads it the same before and after the copy's words read no later
+    /// push's (a sequence lock: [`Inbox::push_locked`]). Each store is
+    /// `Release`, after the entry's writes: a consumer that reads, with
+    /// `Acquire`, a tag naming its position has the entry published
+    /// ([`Inbox::last_alone`]). [`TAG_NONE`] before any push.
     last: AtomicU64,
     /// The last entry's bytes, if [`Tail::last`] says so: little-endian,
     /// zero past its length.
@@ -370,27 +383,27 @@ struct Tail {
 impl Default for Tail {
     fn default() -> Tail {
         Tail {
-            pos: AtomicU64::new(0),
             last: AtomicU64::new(TAG_NONE),
             copy: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
 
-/// The words of [`Tail::copy`]: what is left of the tail's line.
+/// The words of [`Tail::copy`]: what is left of the tag's line.
 #[cfg(not(loom))]
-const COPY_WORDS: usize = 6;
+const COPY_WORDS: usize = 7;
 /// [`COPY_WORDS`] in the loom model: three (24 bytes), which its frames
 /// of 0 to 20 bytes take. With five, `loom_inbox` ran 524 s in CI (417 s
-/// before the copy), with three 42 s (85 s since every push stores its
-/// tag and a drain reads it for a restart), and it still fails with the
-/// copy's second tag load, the tail's `Release` or `Acquire`, or the
-/// give-back's `Acquire` weakened.
+/// before the copy), with three 42 s (85 s once every push stored its
+/// tag and a drain read it for a restart, 188 s since a drain reads the
+/// tag first), and it still fails with the copy's second tag load, the
+/// tag's or the tail's `Release` or `Acquire`, or the give-back's
+/// `Acquire` weakened.
 #[cfg(loom)]
 const COPY_WORDS: usize = 3;
-/// The longest entry copied beside the tail (48 bytes: a round trip's
-/// messages up to that size cross between the cores on the tail's line
-/// alone).
+/// The longest entry copied beside the tag (56 bytes, plain U-Net's
+/// inline limit: a round trip's messages up to that size cross between
+/// the cores on the tag's line alone).
 pub const COPY_MAX: usize = COPY_WORDS * 8;
 /// [`Tail::last`] before any push: its place, not a multiple of 8, names
 /// no entry.
@@ -404,6 +417,8 @@ const TAG_RESTARTED: u64 = 1 << 45;
 const _: () = assert!(std::mem::size_of::<Tail>() == LINE);
 // A copied entry's length and kind fit their fields of a tag.
 const _: () = assert!(COPY_MAX < 256 && KIND_FRAME < 16 && KIND_MESSAGE < 16);
+// A footprint fits a sized tag's 24 bits of eighths.
+const _: () = assert!(((RING_MAX + HDR + 7) >> 3) < 1 << 24);
 
 /// [`Tail::last`] for a push whose entry is at ring position `pos`
 /// (bytes published ever before it), `restarted` if a warm restart came
@@ -414,6 +429,23 @@ const _: () = assert!(COPY_MAX < 256 && KIND_FRAME < 16 && KIND_MESSAGE < 16);
 #[inline(always)]
 fn place_tag(pos: u64, restarted: bool) -> u64 {
     (pos & 0xffff_ffff) | if restarted { TAG_RESTARTED } else { 0 }
+}
+
+/// A [`place_tag`] with its entry's footprint `fp` (its bytes in the ring,
+/// a multiple of 8 below 2^27): `fp / 8` in the 24 bits a copy's header
+/// would take (bits 32 to 39 and 48 to 63), for a drain that takes the
+/// entry on its tag's word alone ([`Inbox::last_alone`]) to check the
+/// entry's header against, as it checks it against the tail otherwise.
+#[inline(always)]
+fn sized_tag(place: u64, fp: u64) -> u64 {
+    let q = fp >> 3;
+    place | (q & 0xff) << 32 | (q >> 8) << 48
+}
+
+/// The footprint in a [`sized_tag`].
+#[inline(always)]
+fn tag_footprint(tag: u64) -> u64 {
+    ((tag >> 32 & 0xff) | (tag >> 48) << 8) << 3
 }
 
 /// What a [`place_tag`] gains once [`Tail::copy`] holds its entry of
@@ -439,6 +471,23 @@ fn read_copy_tag(tag: u64) -> (u32, u16, u16) {
 #[inline(always)]
 fn names(tag: u64, pos: u64) -> bool {
     tag & 0xffff_ffff == pos & 0xffff_ffff
+}
+
+/// Whether `tag` (not [`TAG_NONE`]) is of a push whose entry lies before
+/// ring position `pos`, for a `pos` at most [`RING_MAX`] past it or
+/// before it: the push's entry is behind a consumer at `pos`, so nothing
+/// was pushed after it when the tag was read.
+#[inline(always)]
+fn behind(tag: u64, pos: u64) -> bool {
+    u64::from((pos as u32).wrapping_sub(tag as u32)).wrapping_sub(1) < RING_MAX as u64
+}
+
+/// The entry at a drain's position, told by the last push's tag alone
+/// ([`Inbox::last_alone`]): where it ends, and its length, channel and
+/// kind if its bytes were read from the copy beside the tail.
+struct Alone {
+    end: u64,
+    copy: Option<(u32, u16, u16)>,
 }
 
 /// The consumer's position (ahead of what it gave back), touched only by
@@ -744,9 +793,15 @@ pub fn ring_size(frames: usize, bytes: usize) -> usize {
 pub struct Inbox {
     /// The producers' lock and view (written only by producers).
     prod: Line<Lock<Prod>>,
-    /// The published tail and the last push's tag and copy (written by
-    /// producers, read by the consumer).
+    /// The last push's tag and copy (written by producers, read by the
+    /// consumer).
     tail: Line<Tail>,
+    /// Ring bytes published ever (`Release`, after the frames' writes and
+    /// their tags): read by a drain only when the last push's tag does not
+    /// name its position (several entries waiting), by [`Inbox::is_empty`]
+    /// only before any push. On the tag's line, it took the copy's seventh
+    /// word, and a round trip's message crossed on it and the tag's.
+    pos: Line<AtomicU64>,
     /// Where a producer last went back to the ring's start with the ring
     /// empty (the tail it found; `u64::MAX` before any): the consumer,
     /// at this position, skips to the start of the next pass over the
@@ -823,6 +878,7 @@ impl Inbox {
                 ..Prod::default()
             })),
             tail: Line::default(),
+            pos: Line::default(),
             given: Line::default(),
             idle: Line(AtomicU64::new(u64::MAX)),
             restart: Line(AtomicU64::new(u64::MAX)),
@@ -835,11 +891,18 @@ impl Inbox {
     }
 
     /// Whether no frame is waiting (published and not given back). Two
-    /// loads, for the per-frame test of an endpoint without an applet; a
-    /// `false` while a drain runs only sends the caller the longer way.
+    /// loads (the last push's tag and the give-back; the tail instead of
+    /// the tag only before any push), for the per-frame test of an
+    /// endpoint without an applet; a `false` while a drain runs only sends
+    /// the caller the longer way.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.tail.0.pos.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
+        let tag = self.tail.0.last.load(Ordering::Acquire);
+        let head = self.given.0.head.load(Ordering::Acquire);
+        if tag != TAG_NONE {
+            return behind(tag, head);
+        }
+        self.pos.0.load(Ordering::Acquire) == head
     }
 
     /// Asks the CPU for the lines the next frame is expected in (where
@@ -1115,7 +1178,7 @@ impl Inbox {
         // store below, or a later one, published.
         let t = &self.tail.0;
         let tag = place_tag(p.tail + pad, restarted);
-        t.last.store(tag, Ordering::Relaxed);
+        t.last.store(sized_tag(tag, need), Ordering::Release);
         if let Some(copy) = copy {
             fence(Ordering::Release);
             for (w, b) in t.copy.iter().zip(copy.chunks_exact(8)) {
@@ -1123,7 +1186,7 @@ impl Inbox {
                 w.store(u64::from_le_bytes(b), Ordering::Relaxed);
             }
             t.last
-                .store(tag | copied_tag(len, chan, kind), Ordering::Relaxed);
+                .store(tag | copied_tag(len, chan, kind), Ordering::Release);
         }
         p.tail += pad + need;
         // `need` fits before the ring's end from `start` (above).
@@ -1135,7 +1198,7 @@ impl Inbox {
         p.bytes = bytes;
         // Publishes the frame (and the padding or the restart before it):
         // the consumer reads the tail with `Acquire`.
-        self.tail.0.pos.store(p.tail, Ordering::Release);
+        self.pos.0.store(p.tail, Ordering::Release);
         Ok(())
     }
 
@@ -1189,16 +1252,33 @@ impl Inbox {
     /// [`Inbox::drain`] with the consumer's position (`c`) in hand.
     #[inline(always)]
     fn drain_as(&self, c: &mut Cons, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
-        // The tail before the ring (the same loads as the other way
-        // round): in the loom model this load is what makes a drain
-        // depend on a push (the ring's `OnceLock` is not loom's); with the
-        // ring's `get` first, a drain before the first push touched
-        // nothing loom sees, and loom never ran it after one.
-        let mut tail = self.tail.0.pos.load(Ordering::Acquire);
+        // The last push's tag, then the tail, before the ring (the same
+        // loads as the other way round): in the loom model these loads are
+        // what make a drain depend on a push (the ring's `OnceLock` is not
+        // loom's); with the ring's `get` first, a drain before the first
+        // push touched nothing loom sees, and loom never ran it after one.
+        //
+        // The tag alone tells a drain that nothing is new (the last push
+        // is behind it: the idle poll of a round trip reads one line), or
+        // that the entry at its position is the last pushed, published by
+        // that tag's `Release` store: the drain runs it, from its copy if
+        // it has one, and returns (`alone`). Only otherwise does it read
+        // the tail, on a line of its own, which producers store after the
+        // tag: a round trip's message then crosses on the tag's line
+        // alone, 56 bytes copied with it (`Tail`).
+        let size = self.size as u64;
+        let mut copied = [0u8; COPY_MAX];
+        let tag = self.tail.0.last.load(Ordering::Acquire);
+        if tag != TAG_NONE && behind(tag, c.head) {
+            return 0;
+        }
+        let (mut tail, mut first, alone) = match self.last_alone(c, size, tag, &mut copied) {
+            Some(a) => (a.end, a.copy, true),
+            None => (self.read_tail(), None, false),
+        };
         let Some(ring) = self.ring.get() else {
             return 0;
         };
-        let size = self.size as u64;
         // A producer goes back to the ring's start only where it found the
         // ring empty: where this consumer had given back everything, up to
         // a tail it had read. So a restart lies only where a drain starts
@@ -1209,13 +1289,12 @@ impl Inbox {
         // the ring's start, and the copy is looked for again there).
         let mut fresh = c.head != tail;
         let mut n = 0;
-        let mut copied = [0u8; COPY_MAX];
         loop {
             if c.head == tail {
-                if n >= self.max_frames {
+                if n >= self.max_frames || alone {
                     break;
                 }
-                tail = self.tail.0.pos.load(Ordering::Acquire);
+                tail = self.read_tail();
                 if c.head == tail {
                     break;
                 }
@@ -1224,7 +1303,10 @@ impl Inbox {
             // The entry from its copy beside the tail where it is the only
             // one waiting and short (the tail's line is here already), else
             // from the ring.
-            let mut got = self.copied(c.head, tail, &mut copied);
+            let mut got = match first.take() {
+                Some(g) => Some(g),
+                None => self.copied(c.head, tail, &mut copied),
+            };
             if fresh {
                 fresh = false;
                 if got.is_none() && self.skip_restart(c, size) {
@@ -1385,6 +1467,61 @@ impl Inbox {
         }
     }
 
+    /// The tail, for a drain (`Acquire`, after the producers' `Release`).
+    #[inline(always)]
+    fn read_tail(&self) -> u64 {
+        #[cfg(all(test, not(loom)))]
+        TAIL_READS.with(|r| r.set(r.get() + 1));
+        self.pos.0.load(Ordering::Acquire)
+    }
+
+    /// The entry at the consumer's position, if `tag` (the last push's,
+    /// read with `Acquire`) says it is the last pushed, or the first at the
+    /// ring's start after a restart there (which it skips, as
+    /// [`Inbox::skip_restart`] would, by the same argument): where it ends
+    /// (by the tag's footprint, or its copy's length), and, if the tag
+    /// says the copy beside the tail holds it, the entry read from there
+    /// into `buf` (a sequence lock's reader, as [`Inbox::copied`]; `None`
+    /// if a later push wrote the copy meanwhile: the ring holds the entry,
+    /// published all the same). The tag's `Release` store published the
+    /// entry, so the tail is not read. `None` if the tag tells neither.
+    #[inline(always)]
+    fn last_alone(
+        &self,
+        c: &mut Cons,
+        size: u64,
+        tag: u64,
+        buf: &mut [u8; COPY_MAX],
+    ) -> Option<Alone> {
+        if tag == TAG_NONE {
+            return None;
+        }
+        if !names(tag, c.head) {
+            let rest = size - c.at;
+            if tag & TAG_RESTARTED == 0 || !names(tag, c.head + rest) {
+                return None;
+            }
+            c.head += rest;
+            c.at = 0;
+            self.give_back(c);
+        }
+        if tag & TAG_COPIED == 0 {
+            return Some(Alone {
+                end: c.head + tag_footprint(tag),
+                copy: None,
+            });
+        }
+        let got = read_copy_tag(tag);
+        let end = c.head + footprint(got.0 as usize);
+        let t = &self.tail.0;
+        for (w, b) in t.copy.iter().zip(buf.chunks_exact_mut(8)) {
+            b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        fence(Ordering::Acquire);
+        let copy = (t.last.load(Ordering::Relaxed) == tag).then_some(got);
+        Some(Alone { end, copy })
+    }
+
     /// The entry at the consumer's position `head` from its copy beside
     /// the tail (its length, channel and kind; its bytes into `buf`), if it
     /// is the only entry published (`tail`, read with `Acquire`) and short,
@@ -1402,11 +1539,13 @@ impl Inbox {
             return None;
         }
         let t = &self.tail.0;
-        // `Relaxed`: the entry at `head` is published, its tag and copy
-        // written before the tail's `Release` store that `tail` was read
-        // by (`Acquire`); a later push's tag and copy are what the fence
-        // and the second load below are for.
-        let tag = t.last.load(Ordering::Relaxed);
+        // `Acquire`, with the final tag's `Release` store: the words read
+        // next are the entry's. (`tail` may be the entry's end as its
+        // first tag told it, `Inbox::last_alone`, stored before the copy:
+        // `Relaxed` here, the model read an earlier copy's words.) A later
+        // push's tag and copy are what the fence and the second load
+        // below are for.
+        let tag = t.last.load(Ordering::Acquire);
         if tag & TAG_COPIED == 0 || !names(tag, head) {
             return None;
         }

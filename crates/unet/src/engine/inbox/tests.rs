@@ -71,12 +71,14 @@ fn advance(i: &Locked, to: u64) {
 /// The ring starts on a cache line, for budgets of every size (a large
 /// block comes from `mmap` 16 bytes past a page's start), so that a
 /// 56-byte message and its header fill one line: each message's entry
-/// at 56 bytes lies in one line, the second one's included.
+/// at 56 bytes lies in one line, the second one's included. (Three are
+/// pushed: the third, alone when its turn comes, is read from its copy
+/// beside the tail, outside the ring.)
 #[test]
 fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
-    for (frames, bytes) in [(3, 300), (64, 64 << 10), (1024, 4 << 20)] {
+    for (frames, bytes) in [(4, 400), (64, 64 << 10), (1024, 4 << 20)] {
         let i = Locked::new(frames, bytes);
-        for k in 0..2u8 {
+        for k in 0..3u8 {
             i.push_message(0, 56, fill_with(k)).unwrap();
         }
         let ring = i.ring.get().expect("made at the first push");
@@ -87,9 +89,12 @@ fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
         );
         let start = ring.ptr.as_ptr() as usize;
         let mut lines = Vec::new();
+        let end = start + i.size;
         i.drain(|_, _, f| {
             let (first, last) = (f.as_ptr() as usize - HDR, f.as_ptr() as usize + f.len() - 1);
-            lines.push(((first - start) / LINE, (last - start) / LINE));
+            if (start..end).contains(&first) {
+                lines.push(((first - start) / LINE, (last - start) / LINE));
+            }
             true
         });
         assert_eq!(lines, [(0, 0), (1, 1)], "budgets {frames} / {bytes}");
@@ -400,6 +405,54 @@ fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
         assert_eq!(take_all(&i), vec![(2, len, 2), (3, len, 3)], "{len} B");
         assert_eq!(reads(), before + 1, "{len} B");
     }
+}
+
+#[test]
+fn a_drain_reads_the_tail_only_where_the_last_push_tag_does_not_tell() {
+    let reads = || TAIL_READS.with(std::cell::Cell::get);
+    for len in [0, 56, 57, 1000] {
+        let i = Locked::new(64, 1 << 16);
+        let byte = |k: u32| if len == 0 { 0 } else { k as u8 };
+        // Round trips: the entry waiting is the last pushed, and its tag
+        // names the drain's position; an idle drain finds the tag behind
+        // it. Neither reads the tail.
+        let before = reads();
+        for k in 0..50u32 {
+            i.push(1, len, fill_with(k as u8)).unwrap();
+            assert_eq!(take_all(&i), vec![(1, len, byte(k))], "{len} B");
+            assert_eq!(take_all(&i), vec![], "{len} B");
+            i.answered();
+        }
+        assert_eq!(reads(), before, "{len} B: round trips");
+        // Three waiting: the tag names the third, and the drain reads the
+        // tail for the first two.
+        for k in 0..3u32 {
+            i.push(2, len, fill_with(k as u8)).unwrap();
+        }
+        let got: Vec<u8> = take_all(&i).iter().map(|g| g.2).collect();
+        assert_eq!(got, [byte(0), byte(1), byte(2)], "{len} B");
+        assert!(reads() > before, "{len} B: three waiting");
+    }
+}
+
+#[test]
+fn a_header_longer_than_its_tag_says_is_dropped_as_a_wrong_one() {
+    // A 200-byte frame alone, not copied: the drain takes it on the last
+    // push's tag (its place and footprint) without reading the tail. A
+    // header that says more than that footprint (memory corruption only)
+    // fails its check as it would against the tail: the frame is dropped
+    // and counted, nothing of it run, and the inbox goes on.
+    let i = Locked::new(64, 1 << 16);
+    i.push(1, 200, fill_with(7)).unwrap();
+    let ring = i.ring.get().expect("made at the first push");
+    // SAFETY: the header of the entry at the ring's start, published;
+    // no producer writes it and no drain reads it meanwhile (this thread
+    // is the only one).
+    unsafe { ring.bytes_mut(0, HDR) }.copy_from_slice(&header(400, 1, KIND_FRAME));
+    assert_eq!(take_all(&i), vec![]);
+    assert_eq!(i.dropped(), 1);
+    i.push(2, 10, fill_with(3)).unwrap();
+    assert_eq!(take_all(&i), vec![(2, 10, 3)]);
 }
 
 #[test]
@@ -1080,18 +1133,14 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         // beside the tail (its line, asked for, would be taken from the
         // producer's cache just before it writes the next one there).
         (0, 0, None),
-        // 56 B: footprint 64, the next at 72: line 64, 8 + 64 bytes, two.
-        (56, 64, Some(2)),
-        // 48 B (`COPY_MAX`): footprint 56, the next at 128, in line 128;
+        // 56 B (`COPY_MAX`): footprint 64, the next at 72, in line 64;
         // read from its copy, nothing asked for.
-        (48, 128, None),
-        // 49 B: footprint 64, the next at 192: line 192, one line.
-        (49, 192, Some(1)),
-        // 57 B: footprint 72, the next at 264: line 256, 8 + 72, two.
-        (57, 256, Some(2)),
-        // 192 B: footprint 200, the next at 464: line 448, 8 + 200
+        (56, 64, None),
+        // 57 B: footprint 72, the next at 144: line 128, 16 + 72, two.
+        (57, 128, Some(2)),
+        // 192 B: footprint 200, the next at 344: line 320, 24 + 200
         // bytes, four.
-        (192, 448, Some(PREFETCH_LINES)),
+        (192, 320, Some(PREFETCH_LINES)),
     ];
     // The ring made by the first push, nothing run yet (no footprint to
     // go by): nothing asked for.
