@@ -39,19 +39,20 @@
 //!   held up to 15 frames that had run against the budget: the demo's
 //!   64 KiB token flow, which keeps the inbox near its byte budget, lost
 //!   frames as full and stalled.)
-//! - **A short entry beside the tail.** A push of at most [`COPY_MAX`]
-//!   bytes also copies the entry onto the tail's line ([`Tail::copy`]),
+//! - **A short entry beside the last push's tag.** A push of at most
+//!   [`COPY_MAX`] bytes also copies the entry onto the line of its tag
+//!   ([`LastPush`]), the one a waiting consumer reads,
 //!   and a consumer whose only published entry it is reads it there
 //!   ([`Inbox::copied`]), into its own memory, and runs it from that: a
 //!   round trip's message then crosses to the consumer's core on the
-//!   tail's line alone, its own line staying in the producer's cache. Two
+//!   tag's line alone, its own line staying in the producer's cache. Two
 //!   lines to cross, even with the waiting consumer asking for the
 //!   entry's, cost some 30 to 55 ns a direction more than one on the
 //!   Intel Xeon guest, whose line crosses in about 125 ns
 //!   (`examples/handoff_lines`; docs/benchmarks.md). The copy is a
-//!   sequence lock under the producers' lock: its tag ([`Tail::last`], the
-//!   entry's place and footprint) without the copy, a `Release` fence, the
-//!   words, the tag with the copy and the entry's header; the consumer
+//!   sequence lock under the producers' lock: its tag ([`LastPush::tag`],
+//!   the entry's place and footprint) without the copy, a `Release`
+//!   fence, the words, the tag with the copy and the entry's header; the consumer
 //!   reads the tag, the words, an `Acquire` fence and the tag again, and
 //!   takes the copy only if both tags are the same and name the entry at
 //!   its position, else reads the ring, which holds every entry as before.
@@ -82,8 +83,8 @@
 //!   of bursts keeps to the first quarter MiB, and only those pages are
 //!   ever touched (the rest of the ring is there for the budgets' frames).
 //!   The going back writes nothing in the ring: the producer stores
-//!   where it left off ([`Inbox::restart`]), and marks its tag on the
-//!   tail's line ([`TAG_RESTARTED`]), before the tail that
+//!   where it left off ([`Inbox::restart`]), and marks its tag
+//!   ([`TAG_RESTARTED`]), before the tail that
 //!   publishes the frame at the start, and the consumer, reaching that
 //!   position, skips to the start without reading there. So the bytes
 //!   skipped are free at once: the frames after the going back have the
@@ -357,16 +358,16 @@ struct Prod {
 }
 
 /// The last push's tag and a copy of its entry if it is short, on one
-/// line, the one a waiting consumer reads ("the tail's line" in this
-/// module, which held the tail itself until 2026-12-05): written by
+/// line, the one a waiting consumer reads ("the tag's line"; it held the
+/// tail itself until 2026-12-05, as `Tail`): written by
 /// producers, read by the consumer. The tail, which a consumer reads only
 /// when the tag does not tell it enough, is on a line of its own
 /// ([`Inbox::pos`]).
 #[derive(Debug)]
-struct Tail {
+struct LastPush {
     /// The last push's tag ([`place_tag`]): its entry's place, whether a
     /// warm restart came just before it, and its footprint
-    /// ([`sized_tag`]), or, once [`Tail::copy`] holds the entry, its
+    /// ([`sized_tag`]), or, once [`LastPush::copy`] holds the entry, its
     /// header ([`copied_tag`]). Every push stores it, first without the
     /// copy, so that it is only ever the last push's, and a consumer that
     /// reads it the same before and after the copy's words read no later
@@ -374,22 +375,23 @@ struct Tail {
     /// `Release`, after the entry's writes: a consumer that reads, with
     /// `Acquire`, a tag naming its position has the entry published
     /// ([`Inbox::last_alone`]). [`TAG_NONE`] before any push.
-    last: AtomicU64,
-    /// The last entry's bytes, if [`Tail::last`] says so: little-endian,
-    /// zero past its length.
+    tag: AtomicU64,
+    /// The last entry's bytes, if [`LastPush::tag`] says so: little-endian,
+    /// read whole from the ring where the entry was written (past its
+    /// length, whatever the ring held there, never handed out).
     copy: [AtomicU64; COPY_WORDS],
 }
 
-impl Default for Tail {
-    fn default() -> Tail {
-        Tail {
-            last: AtomicU64::new(TAG_NONE),
+impl Default for LastPush {
+    fn default() -> LastPush {
+        LastPush {
+            tag: AtomicU64::new(TAG_NONE),
             copy: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
 
-/// The words of [`Tail::copy`]: what is left of the tag's line.
+/// The words of [`LastPush::copy`]: what is left of the tag's line.
 #[cfg(not(loom))]
 const COPY_WORDS: usize = 7;
 /// [`COPY_WORDS`] in the loom model: three (24 bytes), which its frames
@@ -405,22 +407,22 @@ const COPY_WORDS: usize = 3;
 /// inline limit: a round trip's messages up to that size cross between
 /// the cores on the tag's line alone).
 pub const COPY_MAX: usize = COPY_WORDS * 8;
-/// [`Tail::last`] before any push: its place, not a multiple of 8, names
-/// no entry.
+/// [`LastPush::tag`] before any push: its place, not a multiple of 8,
+/// names no entry.
 const TAG_NONE: u64 = u64::MAX;
-/// In a tag: [`Tail::copy`] holds the entry, and the tag its header.
+/// In a tag: [`LastPush::copy`] holds the entry, and the tag its header.
 const TAG_COPIED: u64 = 1 << 44;
 /// In a tag: the push went back to the ring's start with a warm restart
 /// ([`Inbox::restart`]) just before its entry.
 const TAG_RESTARTED: u64 = 1 << 45;
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Tail>() == LINE);
+const _: () = assert!(std::mem::size_of::<LastPush>() == LINE);
 // A copied entry's length and kind fit their fields of a tag.
 const _: () = assert!(COPY_MAX < 256 && KIND_FRAME < 16 && KIND_MESSAGE < 16);
 // A footprint fits a sized tag's 24 bits of eighths.
 const _: () = assert!(((RING_MAX + HDR + 7) >> 3) < 1 << 24);
 
-/// [`Tail::last`] for a push whose entry is at ring position `pos`
+/// [`LastPush::tag`] for a push whose entry is at ring position `pos`
 /// (bytes published ever before it), `restarted` if a warm restart came
 /// just before it: the position's low 32 bits and [`TAG_RESTARTED`]. The
 /// entries waiting lie within the ring's size of each other, at most
@@ -448,12 +450,22 @@ fn tag_footprint(tag: u64) -> u64 {
     ((tag >> 32 & 0xff) | (tag >> 48) << 8) << 3
 }
 
-/// What a [`place_tag`] gains once [`Tail::copy`] holds its entry of
+/// What a [`place_tag`] gains once [`LastPush::copy`] holds its entry of
 /// `len` bytes (at most [`COPY_MAX`]) on `chan` of `kind` (a frame's or a
 /// message's): [`TAG_COPIED`], the length, the kind, the channel.
 #[inline(always)]
 fn copied_tag(len: usize, chan: u16, kind: u16) -> u64 {
     TAG_COPIED | (len as u64) << 32 | u64::from(kind) << 40 | u64::from(chan) << 48
+}
+
+/// Whether `tag` is of a push that went back to the ring's start
+/// ([`TAG_RESTARTED`]) from a consumer at ring position `head`, `rest`
+/// bytes before the ring's end: its entry is at the start, the restart at
+/// `head` (the ring was empty where the push went back, so the consumer
+/// had given back up to there, and nothing lies between).
+#[inline(always)]
+fn restarted_to(tag: u64, head: u64, rest: u64) -> bool {
+    tag & TAG_RESTARTED != 0 && names(tag, head + rest)
 }
 
 /// The length, channel and kind in a [`copied_tag`] (as [`read_header`]'s).
@@ -484,7 +496,7 @@ fn behind(tag: u64, pos: u64) -> bool {
 
 /// The entry at a drain's position, told by the last push's tag alone
 /// ([`Inbox::last_alone`]): where it ends, and its length, channel and
-/// kind if its bytes were read from the copy beside the tail.
+/// kind if its bytes were read from the copy beside the tag.
 struct Alone {
     end: u64,
     copy: Option<(u32, u16, u16)>,
@@ -590,8 +602,10 @@ struct Ring {
 // SAFETY: `Ring` owns its block (freed once, in `drop`); the `Inbox`
 // protocol (producers write only `[tail, head + len)`, under their lock;
 // the consumer reads only `[head, tail)`, published with `Release` and
-// read with `Acquire` both ways) keeps every concurrent access to it
-// disjoint, so sharing the pointer between threads is sound.
+// read with `Acquire` both ways, and never writes; a producer reads past
+// its entry only under the lock, `Ring::copy_words`) keeps every write
+// disjoint from every other access, so sharing the pointer between
+// threads is sound.
 unsafe impl Send for Ring {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Ring {}
@@ -614,8 +628,10 @@ impl Ring {
         // touched, so a ring used near its start costs little more. A
         // line more than the ring, so that it can start on a line's
         // boundary (an allocation aligned to 64 would be zeroed by a
-        // `memset` of the whole block, touching every page at once).
-        let b: Box<[u8]> = vec![0u8; len + LINE].into_boxed_slice();
+        // `memset` of the whole block, touching every page at once), and
+        // `COPY_MAX` bytes more past its end, which are never written, for
+        // a short entry's copy read whole (`Ring::copy_words`).
+        let b: Box<[u8]> = vec![0u8; len + LINE + COPY_MAX].into_boxed_slice();
         let block = NonNull::from(Box::leak(b));
         let base = block.cast::<u8>();
         let skip = base.as_ptr().align_offset(LINE).min(LINE);
@@ -627,7 +643,7 @@ impl Ring {
             len,
             block,
             #[cfg(loom)]
-            words: (0..len.div_ceil(8))
+            words: (0..(len + COPY_MAX).div_ceil(8))
                 .map(|_| loom::cell::UnsafeCell::new(()))
                 .collect(),
         }
@@ -661,6 +677,28 @@ impl Ring {
         // SAFETY: in bounds of the block (the caller's contract), which
         // lives as long as `self`; no one else reads or writes it meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
+    }
+
+    /// The [`COPY_MAX`] bytes from byte `at`, which may run past the
+    /// ring's end into the block's slack (zeroed, never written): a short
+    /// entry's copy, read whole whatever the entry's length
+    /// ([`Inbox::push_locked`]).
+    ///
+    /// # Safety
+    /// `at <= self.len`, and no other thread writes those bytes while the
+    /// array lives (the inbox's protocol).
+    #[inline(always)]
+    unsafe fn copy_words(&self, at: usize) -> &[u8; COPY_MAX] {
+        if cfg!(any(test, debug_assertions)) {
+            assert!(at <= self.len);
+            let block_end = self.block.cast::<u8>().as_ptr() as usize + self.block.len();
+            assert!(self.ptr.as_ptr() as usize + at + COPY_MAX <= block_end);
+        }
+        // SAFETY: `at + COPY_MAX <= len + COPY_MAX`, within the block,
+        // which holds `len + LINE + COPY_MAX` bytes from at most a line
+        // before `ptr` (`Ring::new`) and lives as long as `self`; nothing
+        // writes those bytes meanwhile (the caller's contract).
+        unsafe { &*self.ptr.as_ptr().add(at).cast::<[u8; COPY_MAX]>() }
     }
 
     /// Asks the CPU for the `lines` lines from byte `at`, if they all lie
@@ -795,7 +833,7 @@ pub struct Inbox {
     prod: Line<Lock<Prod>>,
     /// The last push's tag and copy (written by producers, read by the
     /// consumer).
-    tail: Line<Tail>,
+    last: Line<LastPush>,
     /// Ring bytes published ever (`Release`, after the frames' writes and
     /// their tags): read by a drain only when the last push's tag does not
     /// name its position (several entries waiting), by [`Inbox::is_empty`]
@@ -808,9 +846,10 @@ pub struct Inbox {
     /// ring without reading anything. Stored before the `Release` store
     /// of the tail that publishes the frame at the start, and loaded after
     /// an `Acquire` load of the tail, so `Relaxed` both ways. On a line of
-    /// its own, read only where [`Tail::last`] does not tell
+    /// its own, read only where [`LastPush::tag`] does not tell
     /// ([`Inbox::skip_restart`]): a round trip restarts every four or five
-    /// messages, and on the tail's line it took the copy's sixth word.
+    /// messages, and on the tag's line (then the tail's) it took the
+    /// copy's sixth word.
     restart: Line<AtomicU64>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
@@ -877,7 +916,7 @@ impl Inbox {
                 bytes_end: bytes as u64,
                 ..Prod::default()
             })),
-            tail: Line::default(),
+            last: Line::default(),
             pos: Line::default(),
             given: Line::default(),
             idle: Line(AtomicU64::new(u64::MAX)),
@@ -897,7 +936,7 @@ impl Inbox {
     /// the caller the longer way.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        let tag = self.tail.0.last.load(Ordering::Acquire);
+        let tag = self.last.0.tag.load(Ordering::Acquire);
         let head = self.given.0.head.load(Ordering::Acquire);
         if tag != TAG_NONE {
             return behind(tag, head);
@@ -914,7 +953,7 @@ impl Inbox {
     /// bytes and its header fill one line). Nothing when the last frame
     /// spanned more than [`PREFETCH_LINES`], nothing before the ring's
     /// first frame, and nothing after an entry of at most [`COPY_MAX`]
-    /// bytes, which the consumer reads from its copy beside the tail: its
+    /// bytes, which the consumer reads from its copy beside the tag: its
     /// line, asked for, came to this core just before the producer wrote
     /// the next entry there, which then took it back (`loop_rtt`, the lent
     /// standard applet at 40 B, eight runs: 2.45x U-Net's round trip with
@@ -1143,7 +1182,6 @@ impl Inbox {
         }
         // A padding runs to the ring's end: the frame is at its start.
         let start = if pad > 0 { 0 } else { at as usize };
-        let mut copy = None;
         {
             let _held = ring.held_write(start, HDR + len);
             // SAFETY: `[start, start + need)` is in the ring (`need` fits
@@ -1155,38 +1193,49 @@ impl Inbox {
             let (h, body) = place.split_at_mut(HDR);
             h.copy_from_slice(&header(len as u32, chan, kind));
             fill(body);
-            if len <= COPY_MAX {
-                let mut c = [0u8; COPY_MAX];
-                c[..len].copy_from_slice(body);
-                copy = Some(c);
-            }
         }
-        // A short entry copied beside the tail, which the consumer reads
-        // there when it is the only one waiting ([`Inbox::copied`]): its
-        // own line then stays in this core's cache, and a round trip's
-        // message crosses to the consumer's core on the tail's line alone
-        // (`examples/handoff_lines`). A sequence lock's writer: the tag
-        // of this push's place without the copy (so unlike any earlier
+        // Every push stores its tag, `Release`, after its entry's writes:
+        // the tag is only ever the last push's, and tells a consumer that
+        // reads it with `Acquire` that the entry at its position is the
+        // last push's, published ([`Inbox::last_alone`]), or that a
+        // restart came just before it ([`Inbox::skip_restart`]).
+        //
+        // A short entry is then copied beside the tag too, where the
+        // consumer reads it when it is the only one waiting
+        // ([`Inbox::copied`]): its own line then stays in this core's
+        // cache, and a round trip's message crosses to the consumer's core
+        // on the tag's line alone (`examples/handoff_lines`). A sequence
+        // lock's writer: the tag without the copy (so unlike any earlier
         // push's), a `Release` fence, the copy, then the tag with it, so
         // that a consumer that reads the tag the same before and after the
         // copy (an `Acquire` fence between) read no later push's words.
-        // Every push stores its tag, so that the tag is only ever the last
-        // push's, and tells a consumer that the entry at its position is
-        // the last push's, or that a restart came just before it
-        // ([`Inbox::skip_restart`]). `Relaxed`: a consumer reads the tag
-        // after its `Acquire` load of a tail that this push's `Release`
-        // store below, or a later one, published.
-        let t = &self.tail.0;
-        let tag = place_tag(p.tail + pad, restarted);
-        t.last.store(sized_tag(tag, need), Ordering::Release);
-        if let Some(copy) = copy {
+        let t = &self.last.0;
+        let place = place_tag(p.tail + pad, restarted);
+        t.tag.store(sized_tag(place, need), Ordering::Release);
+        if len <= COPY_MAX {
             fence(Ordering::Release);
-            for (w, b) in t.copy.iter().zip(copy.chunks_exact(8)) {
+            // The copy's words read from the ring where the body was just
+            // written, all of them whatever its length (no copy of its
+            // bytes on the stack first, and no loop over its words: 22
+            // instructions fewer a push of 0 to 56 bytes, `xthr_count`'s
+            // sender, than the copy made on the stack, and 24 to 34 fewer
+            // at 40 to 56 bytes than a loop over the footprint's words).
+            // Past `len` they hold what the ring held there, which no drain
+            // hands out (it runs `len` bytes).
+            let body = start + HDR;
+            let _held = ring.held_read(body, COPY_MAX);
+            // SAFETY: `body` is within the ring (the entry fits before its
+            // end), and no other thread writes `[body, body + COPY_MAX)`
+            // meanwhile: producers write the ring only under the lock held
+            // here, and the consumer never writes it (it may read the
+            // entry, published by the tag just stored, at the same time).
+            let words = unsafe { ring.copy_words(body) };
+            for (w, b) in t.copy.iter().zip(words.chunks_exact(8)) {
                 let b: [u8; 8] = b.try_into().expect("chunks of 8");
                 w.store(u64::from_le_bytes(b), Ordering::Relaxed);
             }
-            t.last
-                .store(tag | copied_tag(len, chan, kind), Ordering::Release);
+            t.tag
+                .store(place | copied_tag(len, chan, kind), Ordering::Release);
         }
         p.tail += pad + need;
         // `need` fits before the ring's end from `start` (above).
@@ -1265,10 +1314,10 @@ impl Inbox {
         // it has one, and returns (`alone`). Only otherwise does it read
         // the tail, on a line of its own, which producers store after the
         // tag: a round trip's message then crosses on the tag's line
-        // alone, 56 bytes copied with it (`Tail`).
+        // alone, 56 bytes copied with it (`LastPush`).
         let size = self.size as u64;
         let mut copied = [0u8; COPY_MAX];
-        let tag = self.tail.0.last.load(Ordering::Acquire);
+        let tag = self.last.0.tag.load(Ordering::Acquire);
         if tag != TAG_NONE && behind(tag, c.head) {
             return 0;
         }
@@ -1284,10 +1333,10 @@ impl Inbox {
         // a tail it had read. So a restart lies only where a drain starts
         // or where it reads the tail again (`fresh`), and is looked for
         // there alone (`skip_restart`), not at every frame; nor where the
-        // entry there is read from its copy beside the tail, whose tag
+        // entry there is read from its copy beside the tag, whose tag
         // names the consumer's position (after a restart, the entry is at
         // the ring's start, and the copy is looked for again there).
-        let mut fresh = c.head != tail;
+        let mut fresh = !alone && c.head != tail;
         let mut n = 0;
         loop {
             if c.head == tail {
@@ -1300,11 +1349,13 @@ impl Inbox {
                 }
                 fresh = true;
             }
-            // The entry from its copy beside the tail where it is the only
-            // one waiting and short (the tail's line is here already), else
-            // from the ring.
+            // The entry from its copy beside the tag where it is the only
+            // one waiting and short (the tag's line is here already), else
+            // from the ring. The entry `last_alone` told was read from the
+            // copy there if it could be (`first`), and its restart skipped.
             let mut got = match first.take() {
                 Some(g) => Some(g),
+                None if alone => None,
                 None => self.copied(c.head, tail, &mut copied),
             };
             if fresh {
@@ -1480,7 +1531,7 @@ impl Inbox {
     /// ring's start after a restart there (which it skips, as
     /// [`Inbox::skip_restart`] would, by the same argument): where it ends
     /// (by the tag's footprint, or its copy's length), and, if the tag
-    /// says the copy beside the tail holds it, the entry read from there
+    /// says the copy beside the tag holds it, the entry read from there
     /// into `buf` (a sequence lock's reader, as [`Inbox::copied`]; `None`
     /// if a later push wrote the copy meanwhile: the ring holds the entry,
     /// published all the same). The tag's `Release` store published the
@@ -1498,12 +1549,10 @@ impl Inbox {
         }
         if !names(tag, c.head) {
             let rest = size - c.at;
-            if tag & TAG_RESTARTED == 0 || !names(tag, c.head + rest) {
+            if !restarted_to(tag, c.head, rest) {
                 return None;
             }
-            c.head += rest;
-            c.at = 0;
-            self.give_back(c);
+            self.skip_to_start(c, rest);
         }
         if tag & TAG_COPIED == 0 {
             return Some(Alone {
@@ -1513,23 +1562,16 @@ impl Inbox {
         }
         let got = read_copy_tag(tag);
         let end = c.head + footprint(got.0 as usize);
-        let t = &self.tail.0;
-        for (w, b) in t.copy.iter().zip(buf.chunks_exact_mut(8)) {
-            b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
-        fence(Ordering::Acquire);
-        let copy = (t.last.load(Ordering::Relaxed) == tag).then_some(got);
+        let copy = self.read_copy(tag, buf).then_some(got);
         Some(Alone { end, copy })
     }
 
     /// The entry at the consumer's position `head` from its copy beside
-    /// the tail (its length, channel and kind; its bytes into `buf`), if it
+    /// the tag (its length, channel and kind; its bytes into `buf`), if it
     /// is the only entry published (`tail`, read with `Acquire`) and short,
     /// and the copy is its and whole; else `None` and the ring is read. A
     /// sequence lock's reader ([`Inbox::push_locked`] writes it): the tag,
-    /// the copy, then the tag again; both the same, no push wrote the copy
-    /// between them (a push stores its own tag, without the copy, before it
-    /// writes). The tag is
+    /// the copy, then the tag again ([`Inbox::read_copy`]). The tag is
     /// only ever the last push's, and the entries waiting lie within
     /// [`RING_MAX`] < 2^32 bytes of each other, so a tag whose low bits are
     /// `head`'s is the entry's at `head`.
@@ -1538,25 +1580,30 @@ impl Inbox {
         if tail - head > footprint(COPY_MAX) {
             return None;
         }
-        let t = &self.tail.0;
-        // `Acquire`, with the final tag's `Release` store: the words read
-        // next are the entry's. (`tail` may be the entry's end as its
-        // first tag told it, `Inbox::last_alone`, stored before the copy:
-        // `Relaxed` here, the model read an earlier copy's words.) A later
-        // push's tag and copy are what the fence and the second load
-        // below are for.
-        let tag = t.last.load(Ordering::Acquire);
+        // `Acquire`, with the tag's `Release` store: the words read next
+        // are the entry's. A later push's tag and copy are what the
+        // sequence lock's second load is for ([`Inbox::read_copy`]).
+        let tag = self.last.0.tag.load(Ordering::Acquire);
         if tag & TAG_COPIED == 0 || !names(tag, head) {
             return None;
         }
+        self.read_copy(tag, buf).then(|| read_copy_tag(tag))
+    }
+
+    /// The sequence lock's reader ([`Inbox::push_locked`] writes it), for
+    /// a copied `tag` read with `Acquire`: the copy's words into `buf`, an
+    /// `Acquire` fence, and the tag again; whether it is still `tag`, so
+    /// that no push wrote the copy meanwhile (a push stores its own tag,
+    /// without the copy, before it writes, and no later push's tag is
+    /// `tag`: [`place_tag`]), and `buf` holds the entry's bytes.
+    #[inline(always)]
+    fn read_copy(&self, tag: u64, buf: &mut [u8; COPY_MAX]) -> bool {
+        let t = &self.last.0;
         for (w, b) in t.copy.iter().zip(buf.chunks_exact_mut(8)) {
             b.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
         fence(Ordering::Acquire);
-        if t.last.load(Ordering::Relaxed) != tag {
-            return None;
-        }
-        Some(read_copy_tag(tag))
+        t.tag.load(Ordering::Relaxed) == tag
     }
 
     /// Skips to the ring's start if a producer went back to it at the
@@ -1567,7 +1614,7 @@ impl Inbox {
     /// tag, or a later one's, and a restart before it were stored before
     /// that tail, so these `Relaxed` loads see them. Whether it skipped.
     ///
-    /// The last push's tag, on the tail's line, tells it in a round trip,
+    /// The last push's tag tells it in a round trip,
     /// where the entry waiting is the last pushed: a tag that names the
     /// consumer's position is of an entry there, so no restart is; one of
     /// a push that restarted and names the ring's start after it is of
@@ -1581,22 +1628,29 @@ impl Inbox {
     /// place it went back from.)
     #[inline(always)]
     fn skip_restart(&self, c: &mut Cons, size: u64) -> bool {
-        let tag = self.tail.0.last.load(Ordering::Relaxed);
+        let tag = self.last.0.tag.load(Ordering::Relaxed);
         if names(tag, c.head) {
             return false;
         }
         let rest = size - c.at;
-        if (tag & TAG_RESTARTED != 0 && names(tag, c.head + rest)) || {
+        if restarted_to(tag, c.head, rest) || {
             #[cfg(all(test, not(loom)))]
             RESTART_READS.with(|r| r.set(r.get() + 1));
             c.head == self.restart.0.load(Ordering::Relaxed)
         } {
-            c.head += rest;
-            c.at = 0;
-            self.give_back(c);
+            self.skip_to_start(c, rest);
             return true;
         }
         false
+    }
+
+    /// Skips the consumer from its position to the ring's start, `rest`
+    /// bytes on (a restart's), and gives them back.
+    #[inline(always)]
+    fn skip_to_start(&self, c: &mut Cons, rest: u64) {
+        c.head += rest;
+        c.at = 0;
+        self.give_back(c);
     }
 
     /// The recovery from a header that failed its check (memory
@@ -1673,8 +1727,8 @@ impl Inbox {
         // and no consumer call reads it meanwhile (the contract).
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(len, 0, kind));
         // The corruption is the ring's: the drain reads it there, not the
-        // entry's copy beside the tail.
-        self.tail.0.last.store(TAG_NONE, Ordering::Relaxed);
+        // entry's copy beside the tag.
+        self.last.0.tag.store(TAG_NONE, Ordering::Relaxed);
     }
 
     /// [`Inbox::corrupt_next`] over the entry `skip` entries after the
@@ -1726,7 +1780,7 @@ impl Inbox {
         // which no producer writes, and no other consumer call reads.
         unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(u32::MAX - 7, 0, KIND_FRAME));
         // As in `corrupt_next_with`: the drain reads the corruption.
-        self.tail.0.last.store(TAG_NONE, Ordering::Relaxed);
+        self.last.0.tag.store(TAG_NONE, Ordering::Relaxed);
     }
 
     /// Publishes the consumer's position: space and budget for producers.

@@ -73,7 +73,7 @@ fn advance(i: &Locked, to: u64) {
 /// 56-byte message and its header fill one line: each message's entry
 /// at 56 bytes lies in one line, the second one's included. (Three are
 /// pushed: the third, alone when its turn comes, is read from its copy
-/// beside the tail, outside the ring.)
+/// beside the tag, outside the ring.)
 #[test]
 fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
     for (frames, bytes) in [(4, 400), (64, 64 << 10), (1024, 4 << 20)] {
@@ -239,7 +239,7 @@ fn a_drain_asks_for_the_next_published_frames_header_while_it_runs_one() {
 
 /// Drains everything: for each entry its channel, whether it is a frame,
 /// its bytes, and whether they were read in the ring (else from the
-/// entry's copy beside the tail).
+/// entry's copy beside the tag).
 fn drain_places(i: &Locked) -> Vec<(u16, bool, Vec<u8>, bool)> {
     let ring = i.inbox.ring.get().expect("an entry was pushed");
     let (start, end) = (
@@ -323,6 +323,23 @@ fn a_short_entry_waiting_alone_is_read_from_its_copy_beside_the_tail() {
     assert_eq!(drain_places(&i), vec![(96, false, pattern(6, 16), false)]);
     push(7, 16, false);
     assert_eq!(drain_places(&i), vec![(112, false, pattern(7, 16), false)]);
+}
+
+/// A short entry's copy is read whole from the ring, past the entry's
+/// end (`Ring::copy_words`): at the ring's end, it runs into the block's
+/// slack past the ring, and the entry still comes back from its copy with
+/// its own bytes, whatever the ring's and the slack's bytes are.
+#[test]
+fn a_short_entry_at_the_rings_end_is_copied_whole_from_past_it() {
+    for len in 0..=COPY_MAX {
+        let i = Locked::new(16, 1000);
+        let size = i.size as u64;
+        advance(&i, size - footprint(len));
+        let bytes = pattern(len as u8, len);
+        i.push(3, len, |b| b.copy_from_slice(&bytes)).unwrap();
+        assert_eq!(lock(&i.prod.0).tail, size, "{len} B ends the ring");
+        assert_eq!(drain_places(&i), vec![(3, true, bytes, false)], "{len} B");
+    }
 }
 
 #[test]
@@ -1130,7 +1147,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     let steps = [
         // 0 B: footprint 8, the next at 8, in line 0; nothing asked for
         // after an entry of at most `COPY_MAX` bytes, read from its copy
-        // beside the tail (its line, asked for, would be taken from the
+        // beside the tag (its line, asked for, would be taken from the
         // producer's cache just before it writes the next one there).
         (0, 0, None),
         // 56 B (`COPY_MAX`): footprint 64, the next at 72, in line 64;
