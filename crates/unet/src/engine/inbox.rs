@@ -1335,7 +1335,8 @@ impl Inbox {
         // there alone (`skip_restart`), not at every frame; nor where the
         // entry there is read from its copy beside the tag, whose tag
         // names the consumer's position (after a restart, the entry is at
-        // the ring's start, and the copy is looked for again there).
+        // the ring's start, and the copy is looked for again there); nor
+        // for the entry `last_alone` told, having skipped its restart.
         let mut fresh = !alone && c.head != tail;
         let mut n = 0;
         loop {
