@@ -982,7 +982,7 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 /// Copies `src` into `dst` (of the same length), a message into an
 /// applet's inbox: from [`COPY_AVX_MIN`] to [`COPY_AVX_MAX`] bytes, where
 /// the CPU has AVX, in 32-byte moves, no byte written twice
-/// ([`copy_avx`]); else by `copy_from_slice` (`memcpy`). On the Intel
+/// (`copy_avx`); else by `copy_from_slice` (`memcpy`). On the Intel
 /// Xeon guest, whose glibc `memcpy` moves 64 bytes and more with 512-bit
 /// registers and its pieces over each other, the lent standard applet's
 /// `loop` round trip read 2.2x to 2.6x U-Net's at 64 to 100 bytes, where
@@ -1020,9 +1020,9 @@ fn copy_mid(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// The shortest message [`copy_message`] copies with [`copy_avx`].
+/// The shortest message [`copy_message`] copies with `copy_avx`.
 pub const COPY_AVX_MIN: usize = 64;
-/// The longest message [`copy_message`] copies with [`copy_avx`].
+/// The longest message [`copy_message`] copies with `copy_avx`.
 pub const COPY_AVX_MAX: usize = 256;
 
 /// [`copy_message`]'s copy of [`COPY_AVX_MIN`] to [`COPY_AVX_MAX`] bytes:
