@@ -986,12 +986,12 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 /// Xeon guest, whose glibc `memcpy` moves 64 bytes and more with 512-bit
 /// registers and its pieces over each other, the lent standard applet's
 /// `loop` round trip read 2.2x to 2.6x U-Net's at 64 to 100 bytes, where
-/// it read 1.7x to 1.8x at 57 to 63; with this copy 1.7x to 1.8x, and at
-/// 200 bytes 1.45x where it read 1.7x. How the copy writes the lines the
+/// it read 1.7x to 1.8x at 57 to 63; with this copy 1.7x to 1.9x, and at
+/// 200 bytes 1.4x where it read 1.7x. How the copy writes the lines the
 /// receiver waits for is what counts, not its instructions (it runs some
-/// 30 more a message): 16-byte moves read 2.1x to 3.2x, and 32-byte
-/// moves that overlap 2.2x at 72 and 100 bytes (docs/benchmarks.md, "How
-/// the sender's copy into the inbox writes").
+/// 60 more a message at 64 to 100 bytes): 16-byte moves read 2.1x to
+/// 3.2x, and 32-byte moves over each other 2.2x at 72 and 100 bytes
+/// (docs/benchmarks.md, "How the sender's copy into the inbox writes").
 ///
 /// # Panics
 ///

@@ -791,13 +791,15 @@ fn enqueue_message(port: &Port, chan: u16, payload: &Payload<'_>, s: &EngineStat
     }
 }
 
-/// [`enqueue_message`] of a message in one piece, `msg`, whose fill
-/// ([`crate::shm::copy_message`]: how it writes the inbox's lines told in
-/// the round trip at 64 to 256 bytes) is inlined into the push: `Payload::copy_to`, which
-/// also reads a tail, made the fill a call of its own (34 instructions of
-/// a 40-byte message on the demo's two threads, with its copy; this one
-/// 11 in `memcpy` and its call. `shm::copy_small` inlined here counted
-/// 20: LLVM merged its branches' second copies into one `memcpy` call).
+/// [`enqueue_message`] of a message in one piece, `msg`, filled by
+/// [`crate::shm::copy_message`], whose way of writing the inbox's lines
+/// showed in the round trip at 64 to 256 bytes. (`Payload::copy_to`, which
+/// also reads a tail, cost 34 instructions of a 40-byte message on the
+/// demo's two threads, with its copy; a `copy_from_slice` here, inlined
+/// into the push, 11 in `memcpy` and its call; `shm::copy_small` inlined
+/// 20, LLVM having merged its branches' second copies into one `memcpy`
+/// call; `copy_message` makes the fill a call of its own, 12 more than
+/// `copy_from_slice` below 64 bytes.)
 /// The producers' lock is taken with the thread's token `me`, read by the
 /// caller for its own locks ([`inbox::Inbox::push_message_as`]): its
 /// thread-local read here too cost 4 instructions a message.
