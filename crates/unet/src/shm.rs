@@ -198,17 +198,31 @@ impl Segment {
     /// application can arrange it), has the engine copy a message from
     /// the area into the area. So the copy is a `memmove`, defined for
     /// overlapping ranges (the bytes then are garbage to that application
-    /// alone, never undefined behaviour in the engine).
+    /// alone, never undefined behaviour in the engine). Disjoint ranges of
+    /// [`COPY_OWN_MIN`] to [`COPY_OWN_MAX`] bytes are copied as
+    /// [`copy_message`] copies, each byte written once: the range written
+    /// is most often a receive buffer, which another core reads next.
     #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) {
         assert!(
             off <= self.len && src.len() <= self.len - off,
             "segment write out of range"
         );
-        // SAFETY: the range lies within the mapping (asserted), which
-        // lives as long as `self`; `ptr::copy` allows `src` to overlap
-        // it; bytes are valid for any value.
-        unsafe { std::ptr::copy(src.as_ptr(), self.base.as_ptr().add(off), src.len()) }
+        let n = src.len();
+        // SAFETY: `off` lies within the mapping (asserted).
+        let dst = unsafe { self.base.as_ptr().add(off) };
+        let (d, s) = (dst as usize, src.as_ptr() as usize);
+        #[cfg(target_arch = "x86_64")]
+        if (COPY_OWN_MIN..=COPY_OWN_MAX).contains(&n) && (s + n <= d || d + n <= s) {
+            // SAFETY: the `n` bytes at `dst` lie within the mapping
+            // (asserted), which lives as long as `self`, those at `src`
+            // are its own, and the two ranges do not overlap (tested).
+            unsafe { copy_own(dst, src.as_ptr(), n) };
+            return;
+        }
+        // SAFETY: as above; `ptr::copy` allows `src` to overlap the range
+        // written; bytes are valid for any value.
+        unsafe { std::ptr::copy(src.as_ptr(), dst, n) }
     }
 
     /// Runs `f` on a view of `len` bytes at `off`, for a data-moving loop
@@ -979,19 +993,23 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// Copies `src` into `dst` (of the same length), a message into an
-/// applet's inbox: from [`COPY_AVX_MIN`] to [`COPY_AVX_MAX`] bytes, where
-/// the CPU has AVX, in 32-byte moves, no byte written twice
-/// (`copy_avx`); else by `copy_from_slice` (`memcpy`). On the Intel
-/// Xeon guest, whose glibc `memcpy` moves 64 bytes and more with 512-bit
-/// registers and its pieces over each other, the lent standard applet's
-/// `loop` round trip read 2.2x to 2.6x U-Net's at 64 to 100 bytes, where
-/// it read 1.7x to 1.8x at 57 to 63; with this copy 1.7x to 1.9x, and at
-/// 200 bytes 1.4x where it read 1.7x. How the copy writes the lines the
-/// receiver waits for is what counts, not its instructions (it runs some
-/// 60 more a message at 64 to 100 bytes): 16-byte moves read 2.1x to
-/// 3.2x, and 32-byte moves over each other 2.2x at 72 and 100 bytes
-/// (docs/benchmarks.md, "How the sender's copy into the inbox writes").
+/// Copies `src` into `dst` (of the same length), a message into memory
+/// that another core reads next (an applet's inbox): from
+/// [`COPY_OWN_MIN`] to [`COPY_OWN_MAX`] bytes, where the CPU has AVX, in
+/// moves aligned to `dst`, no byte written twice (`copy_own`); else by
+/// `copy_from_slice` (`memcpy`).
+///
+/// How the copy writes the lines the receiver waits for is what counts,
+/// not its instructions. On the Intel Xeon guest, whose glibc `memcpy`
+/// moves 33 bytes and more in vector moves over each other (the first
+/// and the last 32 or 64 bytes, and so on), a round trip over `loop`
+/// paid 0.1 to 0.15 µs for it: plain U-Net's read 0.53 µs at 129 to 255
+/// bytes against 0.37 at 128, and the lent standard applet's 1.75x U-Net's
+/// at 57 to 63 bytes against 1.45x at 56. With this copy U-Net's read 0.40
+/// to 0.46 µs, and the applet's 1.54x (docs/benchmarks.md,
+/// "Copies that write each byte once, aligned"). From 2,112 bytes glibc
+/// copies with `rep movsb`, which was faster than these moves into the
+/// inbox at 4 KiB; [`COPY_OWN_MAX`] leaves it those.
 ///
 /// # Panics
 ///
@@ -999,77 +1017,135 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 #[inline(always)]
 pub fn copy_message(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    if (COPY_AVX_MIN..=COPY_AVX_MAX).contains(&src.len()) {
-        copy_mid(dst, src);
+    if (COPY_OWN_MIN..=COPY_OWN_MAX).contains(&src.len()) {
+        assert_eq!(dst.len(), src.len(), "copy_message: lengths differ");
+        // SAFETY: `dst` and `src` are valid for `src.len()` bytes each
+        // (their lengths, equal), and do not overlap (`dst` is a unique
+        // borrow).
+        unsafe { copy_own(dst.as_mut_ptr(), src.as_ptr(), src.len()) };
         return;
     }
     dst.copy_from_slice(src);
 }
 
-/// [`copy_message`] of [`COPY_AVX_MIN`] to [`COPY_AVX_MAX`] bytes:
-/// [`copy_avx`] where the CPU has AVX. A call of its own, so that
-/// `copy_message` inlined stays a test and a call.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-fn copy_mid(dst: &mut [u8], src: &[u8]) {
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (just checked), which `copy_avx` needs.
-        unsafe { copy_avx(dst, src) };
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
+/// The shortest copy [`copy_message`] and [`Segment::write_bytes`] make
+/// with their own moves. Messages up to [`INLINE_MAX`] cross between the
+/// cores another way, in a receive descriptor or beside the inbox's tag
+/// (`inbox::COPY_MAX`, the same 56 bytes), so the copy into a buffer or
+/// the inbox's ring is not what the receiver waits for; with these moves
+/// from 1 byte, the lent applet's round trip ran 78 instructions more at
+/// 40 bytes (`xthr_count`), its time level.
+pub const COPY_OWN_MIN: usize = INLINE_MAX + 1;
+/// The longest copy [`copy_message`] and [`Segment::write_bytes`] make
+/// with their own moves: glibc's `memcpy` goes to `rep movsb` from 2,112
+/// bytes on the Intel Xeon guest.
+pub const COPY_OWN_MAX: usize = 2048;
 
-/// The shortest message [`copy_message`] copies with `copy_avx`.
-pub const COPY_AVX_MIN: usize = 64;
-/// The longest message [`copy_message`] copies with `copy_avx`.
-pub const COPY_AVX_MAX: usize = 256;
-
-/// [`copy_message`]'s copy of [`COPY_AVX_MIN`] to [`COPY_AVX_MAX`] bytes:
-/// 32-byte pieces from the start, then one each of 16, 8, 4, 2 and 1
-/// bytes as the rest needs, no byte written twice. Fixed-size copies,
-/// which the compiler emits as moves (no `memcpy` call), 32-byte ones
-/// with AVX.
+/// Copies `n` bytes from `src` to `dst` with [`copy_avx`] where the CPU
+/// has AVX, else `ptr::copy_nonoverlapping`. A call of its own, so that
+/// its callers inlined stay a test and a call.
 ///
 /// # Safety
 ///
-/// The CPU has AVX.
+/// `dst` is valid for `n` bytes of writes and `src` for `n` bytes of
+/// reads, and the two ranges do not overlap.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has AVX (just checked); the ranges as the
+        // caller promises.
+        unsafe { copy_avx(dst, src, n) };
+    } else {
+        // SAFETY: as the caller promises.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
+    }
+}
+
+/// [`copy_own`]'s copy: pieces of 1, 2, 4, 8 and 16 bytes until `dst` is
+/// aligned to 32 (each only if that bit of the address is set), then
+/// 32-byte moves, four a step, then one each of 64 and 32 bytes and 16,
+/// 8, 4, 2 and 1 as the rest needs. No byte is written twice, and no
+/// 32-byte move crosses a line. Every move is an unaligned read and
+/// write of a fixed size, which the compiler emits as one move: a loop of
+/// one copy a step became a `memcpy` call (LLVM's loop idiom).
 ///
-/// # Panics
+/// Tried and not kept (docs/benchmarks.md, "Copies that write each byte
+/// once, aligned"): the same in 64-byte moves with AVX-512, neither
+/// faster nor slower over 57 bytes to 2 KiB in one run with this one
+/// (57 B slower, 129 to 200 B and 2 KiB faster), and it needs Rust 1.89
+/// where the workspace says 1.85; one masked 64-byte move for the first
+/// line and one for the last in place of the pieces, which lost what the
+/// copy gained at 57 to 128 bytes; each 32-byte move stored right after
+/// its load, 0.07 to 0.12 µs slower at 100 to 255 bytes.
 ///
-/// If the lengths differ, or `src` is outside [`COPY_AVX_MIN`] to
-/// [`COPY_AVX_MAX`] bytes.
+/// # Safety
+///
+/// The CPU has AVX; `dst` is valid for `n` bytes of writes and `src` for
+/// `n` bytes of reads, and the two ranges do not overlap.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-// `at` after the last piece is read by the debug build's check alone.
-#[allow(unused_assignments)]
-unsafe fn copy_avx(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    assert!(dst.len() == n && (COPY_AVX_MIN..=COPY_AVX_MAX).contains(&n));
-    let mut at = 0;
-    macro_rules! piece {
-        ($k:expr) => {
-            if n - at >= $k {
-                let s: &[u8; $k] = src[at..at + $k].try_into().expect("a piece");
-                dst[at..at + $k].copy_from_slice(s);
-                at += $k;
+unsafe fn copy_avx(dst: *mut u8, src: *const u8, n: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    use std::ptr::{read_unaligned as get, write_unaligned as put};
+    // SAFETY: every move below moves `k` bytes at `at`, where `at + k <=
+    // n` (tested first), so within both ranges (the caller's promise); the
+    // intrinsics need AVX (the caller's promise) and take unaligned
+    // addresses, as `get` and `put` do.
+    unsafe {
+        let mut at = 0;
+        macro_rules! piece {
+            ($k:literal) => {
+                if n - at >= $k {
+                    put(
+                        dst.add(at).cast::<[u8; $k]>(),
+                        get(src.add(at).cast::<[u8; $k]>()),
+                    );
+                    at += $k;
+                }
+            };
+        }
+        if dst as usize & 31 != 0 {
+            macro_rules! head {
+                ($k:literal) => {
+                    if (dst as usize + at) & $k != 0 {
+                        piece!($k);
+                    }
+                };
             }
-        };
+            head!(1);
+            head!(2);
+            head!(4);
+            head!(8);
+            head!(16);
+        }
+        let v = |at: usize| _mm256_loadu_si256(src.add(at).cast::<__m256i>());
+        let w = |at: usize, x| _mm256_storeu_si256(dst.add(at).cast::<__m256i>(), x);
+        while n - at >= 128 {
+            let (a, b, c, d) = (v(at), v(at + 32), v(at + 64), v(at + 96));
+            w(at, a);
+            w(at + 32, b);
+            w(at + 64, c);
+            w(at + 96, d);
+            at += 128;
+        }
+        if n - at >= 64 {
+            let (a, b) = (v(at), v(at + 32));
+            w(at, a);
+            w(at + 32, b);
+            at += 64;
+        }
+        if n - at >= 32 {
+            w(at, v(at));
+            at += 32;
+        }
+        piece!(16);
+        piece!(8);
+        piece!(4);
+        piece!(2);
+        piece!(1);
+        debug_assert_eq!(at, n);
     }
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(32);
-    piece!(16);
-    piece!(8);
-    piece!(4);
-    piece!(2);
-    piece!(1);
-    debug_assert_eq!(at, n);
 }
 
 /// The queues of a segment laid out by `layout`.
@@ -1139,7 +1215,7 @@ pub(crate) unsafe fn fetch_lines(p: *const u8, lines: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{COPY_AVX_MAX, copy_message, copy_small};
+    use super::{COPY_OWN_MAX, copy_message, copy_small};
 
     #[test]
     fn copy_small_copies_every_length_exactly() {
@@ -1159,15 +1235,69 @@ mod tests {
     /// its pieces', comes out exactly, nothing written outside it.
     #[test]
     fn copy_message_copies_every_length_exactly() {
-        let src: Vec<u8> = (0..700u32)
+        let src: Vec<u8> = (0..COPY_OWN_MAX as u32 + 80)
             .map(|b| (b as u8).wrapping_mul(7).wrapping_add(3) ^ (b >> 8) as u8)
             .collect();
-        for n in (0..=COPY_AVX_MAX + 70).chain([511, 512, 600]) {
+        for n in 0..=COPY_OWN_MAX + 70 {
             // A destination with guard bytes on both sides, none touched.
             let mut buf = vec![0xeeu8; n + 2];
             copy_message(&mut buf[1..=n], &src[5..5 + n]);
             assert_eq!(&buf[1..=n], &src[5..5 + n], "length {n}");
             assert_eq!((buf[0], buf[n + 1]), (0xee, 0xee), "length {n}");
+        }
+    }
+
+    /// `copy_own`'s copy (where the CPU has AVX; else it is
+    /// `ptr::copy_nonoverlapping`), at every alignment of the destination
+    /// within a line and five of the source, for every length to 300 bytes
+    /// and some longer: exact, nothing written outside.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_aligned_copy_copies_every_length_at_every_alignment() {
+        let src: Vec<u8> = (0..2300u32)
+            .map(|b| (b as u8).wrapping_mul(13).wrapping_add(5) ^ (b >> 8) as u8)
+            .collect();
+        let mut buf = vec![0u8; 2048 + 3 * 64];
+        let line = buf.as_ptr().align_offset(64);
+        for n in (0..=300).chain([511, 512, 513, 1000, 2047, 2048]) {
+            for d in line..line + 64 {
+                for s in [0, 1, 7, 32, 63] {
+                    buf.fill(0xee);
+                    // SAFETY: `d + n` and `s + n` lie within `buf` and
+                    // `src`, distinct vectors.
+                    unsafe { super::copy_own(buf.as_mut_ptr().add(d), src.as_ptr().add(s), n) };
+                    let what = format!("{n} bytes to +{} from +{s}", d - line);
+                    assert_eq!(&buf[d..d + n], &src[s..s + n], "{what}");
+                    assert!(buf[..d].iter().all(|&b| b == 0xee), "{what}: before");
+                    assert!(buf[d + n..].iter().all(|&b| b == 0xee), "{what}: after");
+                }
+            }
+        }
+    }
+
+    /// A segment written from a view of itself over the range written (an
+    /// endpoint that sends to itself into its own transmit region) gets
+    /// `memmove`'s bytes, either way over; a disjoint view the bytes copied.
+    #[test]
+    fn a_segment_written_from_itself_gets_memmoves_bytes() {
+        let seg = super::Segment::create("unet-write-self", 4096).unwrap();
+        let pattern: Vec<u8> = (0..1024u32).map(|b| (b * 7 + 1) as u8).collect();
+        for (from, to, n) in [
+            (100, 140, 300),
+            (140, 100, 300),
+            (0, 1, 63),
+            (1, 0, 63),
+            (0, 2048, 1024),
+        ] {
+            seg.write_bytes(0, &pattern);
+            seg.write_bytes(2048, &[0u8; 1024]);
+            let mut want = vec![0u8; 4096];
+            seg.read_bytes(0, &mut want);
+            want.copy_within(from..from + n, to);
+            seg.with_bytes(from, n, |b| seg.write_bytes(to, b));
+            let mut got = vec![0u8; 4096];
+            seg.read_bytes(0, &mut got);
+            assert!(got == want, "{n} bytes from {from} to {to}");
         }
     }
 

@@ -603,7 +603,9 @@ impl Io {
                         crate::shm::copy_small(dst, payload.head)
                     });
                 } else {
-                    q.write_rx_inline(i, chan, len, |dst| payload.copy_to(0, dst));
+                    q.write_rx_inline(i, chan, len, |dst| {
+                        payload.copy_to(0, dst, crate::shm::copy_small)
+                    });
                 }
                 self.rx.filled();
                 Ok(true)

@@ -774,7 +774,9 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
     };
     if let Some(inbox) = open_inbox(port, s) {
         // Written in place in the inbox's ring (all of its bytes).
-        let pushed = inbox.push(chan, frame.len(), |buf| frame.copy_to(0, buf));
+        let pushed = inbox.push(chan, frame.len(), |buf| {
+            frame.copy_to(0, buf, crate::shm::copy_message)
+        });
         count_refused(port, s, pushed);
     }
 }
@@ -786,20 +788,22 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
 #[inline(always)]
 fn enqueue_message(port: &Port, chan: u16, payload: &Payload<'_>, s: &EngineStats) {
     if let Some(inbox) = open_inbox(port, s) {
-        let pushed = inbox.push_message(chan, payload.len(), |buf| payload.copy_to(0, buf));
+        let pushed = inbox.push_message(chan, payload.len(), |buf| {
+            payload.copy_to(0, buf, crate::shm::copy_message)
+        });
         count_refused(port, s, pushed);
     }
 }
 
 /// [`enqueue_message`] of a message in one piece, `msg`, filled by
 /// [`crate::shm::copy_message`], whose way of writing the inbox's lines
-/// showed in the round trip at 64 to 256 bytes. (`Payload::copy_to`, which
+/// showed in the round trip from 57 bytes to 2 KiB. (`Payload::copy_to`, which
 /// also reads a tail, cost 34 instructions of a 40-byte message on the
 /// demo's two threads, with its copy; a `copy_from_slice` here, inlined
 /// into the push, 11 in `memcpy` and its call; `shm::copy_small` inlined
 /// 20, LLVM having merged its branches' second copies into one `memcpy`
 /// call; `copy_message` makes the fill a call of its own, 12 more than
-/// `copy_from_slice` below 64 bytes.)
+/// `copy_from_slice` up to 56 bytes.)
 /// The producers' lock is taken with the thread's token `me`, read by the
 /// caller for its own locks ([`inbox::Inbox::push_message_as`]): its
 /// thread-local read here too cost 4 instructions a message.

@@ -686,12 +686,14 @@ impl<'a> Payload<'a> {
         }
     }
 
-    /// Copies bytes `[start, start + dst.len())` into `dst`.
+    /// Copies bytes `[start, start + dst.len())` into `dst`, piece by
+    /// piece with `copy`: `shm::copy_small` into a receive descriptor,
+    /// `shm::copy_message` into an inbox, which the other core reads next.
     #[inline]
-    fn copy_to(&self, start: usize, dst: &mut [u8]) {
+    fn copy_to(&self, start: usize, dst: &mut [u8], copy: impl Fn(&mut [u8], &[u8])) {
         let mut k = 0;
         self.pieces(start, start + dst.len(), |p| {
-            crate::shm::copy_small(&mut dst[k..k + p.len()], p);
+            copy(&mut dst[k..k + p.len()], p);
             k += p.len();
         });
     }
