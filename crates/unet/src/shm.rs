@@ -199,9 +199,10 @@ impl Segment {
     /// the area into the area. So the copy is a `memmove`, defined for
     /// overlapping ranges (the bytes then are garbage to that application
     /// alone, never undefined behaviour in the engine). Disjoint ranges of
-    /// [`COPY_OWN_MIN`] to [`COPY_OWN_MAX`] bytes are copied as
-    /// [`copy_message`] copies, each byte written once: the range written
-    /// is most often a receive buffer, which another core reads next.
+    /// [`COPY_OWN_MIN`] bytes and more are copied as [`copy_message`]
+    /// copies, its lines asked for first and each byte written once: the
+    /// range written is most often a receive buffer, which another core
+    /// reads next.
     #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) {
         assert!(
@@ -213,7 +214,7 @@ impl Segment {
         let dst = unsafe { self.base.as_ptr().add(off) };
         let (d, s) = (dst as usize, src.as_ptr() as usize);
         #[cfg(target_arch = "x86_64")]
-        if (COPY_OWN_MIN..=COPY_OWN_MAX).contains(&n) && (s + n <= d || d + n <= s) {
+        if n >= COPY_OWN_MIN && (s + n <= d || d + n <= s) {
             // SAFETY: the `n` bytes at `dst` lie within the mapping
             // (asserted), which lives as long as `self`, those at `src`
             // are its own, and the two ranges do not overlap (tested).
@@ -995,21 +996,21 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 
 /// Copies `src` into `dst` (of the same length), a message into memory
 /// that another core reads next (an applet's inbox): from
-/// [`COPY_OWN_MIN`] to [`COPY_OWN_MAX`] bytes, where the CPU has AVX, in
-/// moves aligned to `dst`, no byte written twice (`copy_own`); else by
-/// `copy_from_slice` (`memcpy`).
+/// [`COPY_OWN_MIN`] bytes with `copy_own`, which first asks for the
+/// destination's lines for writing, then writes each byte once, aligned
+/// to `dst`; shorter ones by `copy_from_slice` (`memcpy`).
 ///
 /// How the copy writes the lines the receiver waits for is what counts,
 /// not its instructions. On the Intel Xeon guest, whose glibc `memcpy`
 /// moves 33 bytes and more in vector moves over each other (the first
 /// and the last 32 or 64 bytes, and so on), a round trip over `loop`
-/// paid 0.1 to 0.15 µs for it: plain U-Net's read 0.53 µs at 129 to 255
-/// bytes against 0.37 at 128, and the lent standard applet's 1.75x U-Net's
-/// at 57 to 63 bytes against 1.45x at 56. With this copy U-Net's read 0.40
-/// to 0.46 µs, and the applet's 1.54x (docs/benchmarks.md,
-/// "Copies that write each byte once, aligned"). From 2,112 bytes glibc
-/// copies with `rep movsb`, which was faster than these moves into the
-/// inbox at 4 KiB; [`COPY_OWN_MAX`] leaves it those.
+/// paid 0.1 to 0.19 µs for it: plain U-Net's read 0.53 µs at 129 to 255
+/// bytes against 0.37 at 128, and the lent standard applet's 1.75x
+/// U-Net's at 57 to 63 bytes against 1.45x at 56. With this copy U-Net's
+/// read 0.40 to 0.46 µs there, the applet's 1.5x to 1.6x; asking for the
+/// lines first took another 0.05 to 0.4 µs off the applet's at 64 bytes
+/// to 8 KiB, and 0.1 to 0.4 µs off U-Net's from 512 bytes
+/// (docs/benchmarks.md, "Copies that write each byte once, aligned").
 ///
 /// # Panics
 ///
@@ -1017,7 +1018,7 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 #[inline(always)]
 pub fn copy_message(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    if (COPY_OWN_MIN..=COPY_OWN_MAX).contains(&src.len()) {
+    if src.len() >= COPY_OWN_MIN {
         assert_eq!(dst.len(), src.len(), "copy_message: lengths differ");
         // SAFETY: `dst` and `src` are valid for `src.len()` bytes each
         // (their lengths, equal), and do not overlap (`dst` is a unique
@@ -1036,14 +1037,27 @@ pub fn copy_message(dst: &mut [u8], src: &[u8]) {
 /// from 1 byte, the lent applet's round trip ran 78 instructions more at
 /// 40 bytes (`xthr_count`), its time level.
 pub const COPY_OWN_MIN: usize = INLINE_MAX + 1;
-/// The longest copy [`copy_message`] and [`Segment::write_bytes`] make
-/// with their own moves: glibc's `memcpy` goes to `rep movsb` from 2,112
-/// bytes on the Intel Xeon guest.
+/// The longest copy `copy_own` makes with its own moves; longer ones
+/// are `memcpy`'s, which on the Intel Xeon guest copies with `rep movsb`
+/// from 2,112 bytes, faster into the inbox at 4 KiB than these moves.
 pub const COPY_OWN_MAX: usize = 2048;
+/// The longest copy whose lines `copy_own` asks for, for writing, before
+/// it copies (128 lines: the copy's stores find them already taken, where
+/// one line at a time waited for the other core to let go of it).
+pub const PREFETCH_MAX: usize = 8192;
+/// The fewest lines a copy spans for `copy_own` to ask for them first: a
+/// copy over two lines paid for the requests (the lent applet at 57 B,
+/// 0.56 against 0.59 µs) and gained nothing.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_MIN_LINES: usize = 3;
 
-/// Copies `n` bytes from `src` to `dst` with [`copy_avx`] where the CPU
-/// has AVX, else `ptr::copy_nonoverlapping`. A call of its own, so that
-/// its callers inlined stay a test and a call.
+/// Copies `n` bytes from `src` to `dst`, memory that another core reads
+/// next: first, for a copy of [`PREFETCH_MIN_LINES`] lines to
+/// [`PREFETCH_MAX`] bytes, asks for each line of `dst` for writing
+/// (`prefetchw`), so that their transfers from the other core overlap;
+/// then copies with [`copy_avx`] up to [`COPY_OWN_MAX`] bytes where the
+/// CPU has AVX, else with `ptr::copy_nonoverlapping`. A call of its own,
+/// so that its callers inlined stay a test and a call.
 ///
 /// # Safety
 ///
@@ -1052,7 +1066,22 @@ pub const COPY_OWN_MAX: usize = 2048;
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
-    if std::arch::is_x86_feature_detected!("avx") {
+    let (first, end) = (dst as usize & !63, dst as usize + n);
+    if n <= PREFETCH_MAX && end - first > (PREFETCH_MIN_LINES - 1) * 64 {
+        let mut line = first;
+        while line < end {
+            // SAFETY: a prefetch neither reads nor writes memory
+            // architecturally and never faults (the line is `dst`'s
+            // anyway); `prefetchw` is executed as a no-op by x86
+            // processors that do not implement it; it has no operands
+            // but the address and changes no register or flag.
+            unsafe {
+                core::arch::asm!("prefetchw [{p}]", p = in(reg) line, options(nostack, preserves_flags, readonly));
+            }
+            line += 64;
+        }
+    }
+    if n <= COPY_OWN_MAX && std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU has AVX (just checked); the ranges as the
         // caller promises.
         unsafe { copy_avx(dst, src, n) };
@@ -1215,7 +1244,7 @@ pub(crate) unsafe fn fetch_lines(p: *const u8, lines: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{COPY_OWN_MAX, copy_message, copy_small};
+    use super::{COPY_OWN_MAX, PREFETCH_MAX, copy_message, copy_small};
 
     #[test]
     fn copy_small_copies_every_length_exactly() {
@@ -1235,10 +1264,10 @@ mod tests {
     /// its pieces', comes out exactly, nothing written outside it.
     #[test]
     fn copy_message_copies_every_length_exactly() {
-        let src: Vec<u8> = (0..COPY_OWN_MAX as u32 + 80)
+        let src: Vec<u8> = (0..PREFETCH_MAX as u32 + 2000)
             .map(|b| (b as u8).wrapping_mul(7).wrapping_add(3) ^ (b >> 8) as u8)
             .collect();
-        for n in 0..=COPY_OWN_MAX + 70 {
+        for n in (0..=COPY_OWN_MAX + 70).chain([4096, 8191, 8192, 8193, 9000]) {
             // A destination with guard bytes on both sides, none touched.
             let mut buf = vec![0xeeu8; n + 2];
             copy_message(&mut buf[1..=n], &src[5..5 + n]);

@@ -797,7 +797,7 @@ fn enqueue_message(port: &Port, chan: u16, payload: &Payload<'_>, s: &EngineStat
 
 /// [`enqueue_message`] of a message in one piece, `msg`, filled by
 /// [`crate::shm::copy_message`], whose way of writing the inbox's lines
-/// showed in the round trip from 57 bytes to 2 KiB. (`Payload::copy_to`, which
+/// showed in the round trip from 57 bytes up. (`Payload::copy_to`, which
 /// also reads a tail, cost 34 instructions of a 40-byte message on the
 /// demo's two threads, with its copy; a `copy_from_slice` here, inlined
 /// into the push, 11 in `memcpy` and its call; `shm::copy_small` inlined
