@@ -237,6 +237,54 @@ fn a_drain_asks_for_the_next_published_frames_header_while_it_runs_one() {
     }
 }
 
+/// Drains everything, and gives for each frame the lines of its own that
+/// the drain asked for before it ran it ([`OWN_LINES`]): `None` if none.
+fn drain_asking_own(i: &Locked) -> Vec<Option<(usize, usize)>> {
+    OWN_LINES.with(|o| o.borrow_mut().clear());
+    let (mut seen, mut asked) = (0, Vec::new());
+    i.drain(|_, _, _| {
+        let all = OWN_LINES.with(|o| o.borrow().clone());
+        asked.push((all.len() > seen).then(|| all[all.len() - 1]));
+        seen = all.len();
+        true
+    });
+    asked
+}
+
+#[test]
+fn the_last_frame_published_asks_for_its_own_lines_before_it_runs() {
+    let i = Locked::new(64, 1 << 20);
+    // The lines from the one holding the frame's first byte (past its
+    // header) to the one holding its last, at most 64.
+    let own = |start: u64, len: usize| {
+        let at = start as usize + HDR;
+        let first = at - at % 64;
+        (first, (at + len - first).div_ceil(64).min(64))
+    };
+    for len in [300, 1000, 4000, 8184, 20_000] {
+        let start = lock(&i.prod.0).at;
+        i.push(1, len, fill_with(1)).unwrap();
+        assert_eq!(drain_asking_own(&i), vec![Some(own(start, len))], "{len} B");
+    }
+    // Frames with others behind them ask for nothing of their own (they
+    // ask for the next one's header), the last of them for its lines.
+    let start = lock(&i.prod.0).at;
+    for k in 0..3 {
+        i.push(1, 1000, fill_with(k)).unwrap();
+    }
+    let fp = footprint(1000);
+    assert_eq!(
+        drain_asking_own(&i),
+        vec![None, None, Some(own(start + 2 * fp, 1000))]
+    );
+    // Frames of up to four lines ask for nothing: 248 bytes (a footprint
+    // of 256), and 40.
+    for len in [248, 40] {
+        i.push(1, len, fill_with(1)).unwrap();
+        assert_eq!(drain_asking_own(&i), vec![None], "{len} B");
+    }
+}
+
 /// Drains everything: for each entry its channel, whether it is a frame,
 /// its bytes, and whether they were read in the ring (else from the
 /// entry's copy beside the tag).
