@@ -1067,19 +1067,11 @@ const PREFETCH_MIN_LINES: usize = 3;
 #[inline(never)]
 unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
     let (first, end) = (dst as usize & !63, dst as usize + n);
-    if n <= PREFETCH_MAX && end - first > (PREFETCH_MIN_LINES - 1) * 64 {
-        let mut line = first;
-        while line < end {
-            // SAFETY: a prefetch neither reads nor writes memory
-            // architecturally and never faults (the line is `dst`'s
-            // anyway); `prefetchw` is executed as a no-op by x86
-            // processors that do not implement it; it has no operands
-            // but the address and changes no register or flag.
-            unsafe {
-                core::arch::asm!("prefetchw [{p}]", p = in(reg) line, options(nostack, preserves_flags, readonly));
-            }
-            line += 64;
-        }
+    let lines = (end - first).div_ceil(64);
+    if n <= PREFETCH_MAX && lines >= PREFETCH_MIN_LINES {
+        // SAFETY: `lines > 0`; the lines hold bytes of `dst`'s range, which
+        // the caller promises valid.
+        unsafe { fetch_lines_to_write(first as *const u8, lines) };
     }
     if n <= COPY_OWN_MAX && std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU has AVX (just checked); the ranges as the
@@ -1194,53 +1186,81 @@ pub fn queues(
     ))
 }
 
-/// Asks the CPU for the `lines` cache lines from `p` (for reading): one
-/// alone, or four to a turn of the loop and the rest one by one. A hint:
-/// nothing is read or written. [`Segment::prefetch_line_count`] and the
-/// applet inbox's ring (`engine::inbox`) ask through it.
-///
-/// # Safety
-/// `lines > 0`, and every line asked for, `p + 64 * i` for `i < lines`,
-/// starts inside one live allocation or mapping (the pointer arithmetic
-/// stays in bounds).
-#[inline(always)]
-pub(crate) unsafe fn fetch_lines(p: *const u8, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: every address is `p + 64 * i` with `i < lines`, inside
-        // the caller's allocation (its contract). A prefetch neither reads
-        // nor writes memory architecturally, never faults and changes no
-        // register or flag.
-        unsafe {
-            // One line (a message of 57 to 64 bytes) without the loops'
-            // setup (`unet-count` path-57, 11 instructions).
-            if lines == 1 {
-                core::arch::asm!("prefetcht0 [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-                return;
+/// Defines a function that asks the CPU for `lines` cache lines from `p`
+/// with the prefetch instruction `$insn`: one alone, or four to a turn of
+/// the loop and the rest one by one. The addresses are computed as
+/// integers, not by pointer arithmetic, so that `p` may be the start of
+/// a line that begins before the allocation holding its bytes.
+macro_rules! fetch_lines_with {
+    ($(#[$doc:meta])* $name:ident, $insn:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) unsafe fn $name(p: *const u8, lines: usize) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let p = p as usize;
+                // SAFETY: a prefetch neither reads nor writes memory
+                // architecturally, never faults (whatever the address) and
+                // changes no register or flag; `prefetchw` is executed as
+                // a no-op by x86 processors that do not implement it.
+                unsafe {
+                    // One line (a message of 57 to 64 bytes) without the
+                    // loops' setup (`unet-count` path-57, 11 instructions).
+                    if lines == 1 {
+                        core::arch::asm!(concat!($insn, " [{p}]"), p = in(reg) p, options(nostack, preserves_flags, readonly));
+                        return;
+                    }
+                    let mut i = 0;
+                    while i + 4 <= lines {
+                        let q = p + i * 64;
+                        core::arch::asm!(
+                            concat!($insn, " [{q}]"),
+                            concat!($insn, " [{q} + 64]"),
+                            concat!($insn, " [{q} + 128]"),
+                            concat!($insn, " [{q} + 192]"),
+                            q = in(reg) q,
+                            options(nostack, preserves_flags, readonly),
+                        );
+                        i += 4;
+                    }
+                    while i < lines {
+                        let q = p + i * 64;
+                        core::arch::asm!(concat!($insn, " [{q}]"), q = in(reg) q, options(nostack, preserves_flags, readonly));
+                        i += 1;
+                    }
+                }
             }
-            let mut i = 0;
-            while i + 4 <= lines {
-                let q = p.add(i * 64);
-                core::arch::asm!(
-                    "prefetcht0 [{q}]",
-                    "prefetcht0 [{q} + 64]",
-                    "prefetcht0 [{q} + 128]",
-                    "prefetcht0 [{q} + 192]",
-                    q = in(reg) q,
-                    options(nostack, preserves_flags, readonly),
-                );
-                i += 4;
-            }
-            while i < lines {
-                let q = p.add(i * 64);
-                core::arch::asm!("prefetcht0 [{q}]", q = in(reg) q, options(nostack, preserves_flags, readonly));
-                i += 1;
-            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (p, lines);
         }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, lines);
+    };
 }
+
+fetch_lines_with!(
+    /// Asks the CPU for the `lines` cache lines from `p`, for reading
+    /// (`prefetcht0`). A hint: nothing is read or written.
+    /// [`Segment::prefetch_line_count`] and the applet inbox's ring
+    /// (`engine::inbox`) ask through it.
+    ///
+    /// # Safety
+    /// `lines > 0`, and the lines asked for hold bytes of one live
+    /// allocation or mapping (a hint for anything else is harmless, but
+    /// names no caller's intent).
+    fetch_lines,
+    "prefetcht0"
+);
+
+fetch_lines_with!(
+    /// Asks the CPU for the `lines` cache lines from `p`, for writing
+    /// (`prefetchw`: the lines taken exclusive, the other cores' copies
+    /// dropped). A hint, as [`fetch_lines`]; `copy_own` asks through it.
+    ///
+    /// # Safety
+    /// As [`fetch_lines`].
+    #[cfg(target_arch = "x86_64")]
+    fetch_lines_to_write,
+    "prefetchw"
+);
 
 #[cfg(test)]
 mod tests {

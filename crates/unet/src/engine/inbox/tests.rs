@@ -188,19 +188,29 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
     assert!(i.is_empty());
 }
 
+/// Drains everything, and gives for each frame the last entry the drain
+/// had added to `asked` (a test hook: [`AHEAD`], [`OWN_LINES`]) by the
+/// time it ran it: `None` if it added none for that frame.
+fn drain_recording<T: Clone>(
+    i: &Locked,
+    asked: &'static std::thread::LocalKey<std::cell::RefCell<Vec<T>>>,
+) -> Vec<Option<T>> {
+    asked.with(|a| a.borrow_mut().clear());
+    let (mut seen, mut got) = (0, Vec::new());
+    i.drain(|_, _, _| {
+        let all = asked.with(|a| a.borrow().clone());
+        got.push((all.len() > seen).then(|| all[all.len() - 1].clone()));
+        seen = all.len();
+        true
+    });
+    got
+}
+
 /// Drains everything, and gives for each frame the line of the next
 /// frame's header that the drain had asked for when it ran it ([`AHEAD`]):
 /// `None` if nothing.
 fn drain_asking(i: &Locked) -> Vec<Option<usize>> {
-    AHEAD.with(|a| a.borrow_mut().clear());
-    let (mut seen, mut asked) = (0, Vec::new());
-    i.drain(|_, _, _| {
-        let all = AHEAD.with(|a| a.borrow().clone());
-        asked.push((all.len() > seen).then(|| all[all.len() - 1]));
-        seen = all.len();
-        true
-    });
-    asked
+    drain_recording(i, &AHEAD)
 }
 
 #[test]
@@ -240,15 +250,7 @@ fn a_drain_asks_for_the_next_published_frames_header_while_it_runs_one() {
 /// Drains everything, and gives for each frame the lines of its own that
 /// the drain asked for before it ran it ([`OWN_LINES`]): `None` if none.
 fn drain_asking_own(i: &Locked) -> Vec<Option<(usize, usize)>> {
-    OWN_LINES.with(|o| o.borrow_mut().clear());
-    let (mut seen, mut asked) = (0, Vec::new());
-    i.drain(|_, _, _| {
-        let all = OWN_LINES.with(|o| o.borrow().clone());
-        asked.push((all.len() > seen).then(|| all[all.len() - 1]));
-        seen = all.len();
-        true
-    });
-    asked
+    drain_recording(i, &OWN_LINES)
 }
 
 #[test]
