@@ -212,14 +212,17 @@ impl Segment {
         let n = src.len();
         // SAFETY: `off` lies within the mapping (asserted).
         let dst = unsafe { self.base.as_ptr().add(off) };
-        let (d, s) = (dst as usize, src.as_ptr() as usize);
         #[cfg(target_arch = "x86_64")]
-        if n >= COPY_OWN_MIN && (s + n <= d || d + n <= s) {
-            // SAFETY: the `n` bytes at `dst` lie within the mapping
-            // (asserted), which lives as long as `self`, those at `src`
-            // are its own, and the two ranges do not overlap (tested).
-            unsafe { copy_own(dst, src.as_ptr(), n) };
-            return;
+        {
+            let (d, s) = (dst as usize, src.as_ptr() as usize);
+            if n >= COPY_OWN_MIN && (s + n <= d || d + n <= s) {
+                // SAFETY: the `n` bytes at `dst` lie within the mapping
+                // (asserted), which lives as long as `self`; `src` is a
+                // slice of `n` bytes; the two ranges do not overlap
+                // (tested).
+                unsafe { copy_own(dst, src.as_ptr(), n) };
+                return;
+            }
         }
         // SAFETY: as above; `ptr::copy` allows `src` to overlap the range
         // written; bytes are valid for any value.
@@ -1010,7 +1013,8 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 /// read 0.40 to 0.46 µs there, the applet's 1.5x to 1.6x; asking for the
 /// lines first took another 0.05 to 0.4 µs off the applet's at 64 bytes
 /// to 8 KiB, and 0.1 to 0.4 µs off U-Net's from 512 bytes
-/// (docs/benchmarks.md, "Copies that write each byte once, aligned").
+/// (docs/benchmarks.md, "Copies that write each byte once, aligned" and
+/// "A copy's lines asked for first").
 ///
 /// # Panics
 ///
@@ -1044,16 +1048,16 @@ pub const COPY_OWN_MAX: usize = 2048;
 /// The longest copy whose lines `copy_own` asks for, for writing, before
 /// it copies (128 lines: the copy's stores find them already taken, where
 /// one line at a time waited for the other core to let go of it).
-pub const PREFETCH_MAX: usize = 8192;
+pub const COPY_FETCH_MAX: usize = 8192;
 /// The fewest lines a copy spans for `copy_own` to ask for them first: a
 /// copy over two lines paid for the requests (the lent applet at 57 B,
-/// 0.56 against 0.59 µs) and gained nothing.
+/// 0.617 µs against 0.587 without) and gained nothing.
 #[cfg(target_arch = "x86_64")]
-const PREFETCH_MIN_LINES: usize = 3;
+const COPY_FETCH_MIN_LINES: usize = 3;
 
 /// Copies `n` bytes from `src` to `dst`, memory that another core reads
-/// next: first, for a copy of [`PREFETCH_MIN_LINES`] lines to
-/// [`PREFETCH_MAX`] bytes, asks for each line of `dst` for writing
+/// next: first, for a copy of [`COPY_FETCH_MIN_LINES`] lines to
+/// [`COPY_FETCH_MAX`] bytes, asks for each line of `dst` for writing
 /// (`prefetchw`), so that their transfers from the other core overlap;
 /// then copies with [`copy_avx`] up to [`COPY_OWN_MAX`] bytes where the
 /// CPU has AVX, else with `ptr::copy_nonoverlapping`. A call of its own,
@@ -1068,7 +1072,7 @@ const PREFETCH_MIN_LINES: usize = 3;
 unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
     let (first, end) = (dst as usize & !63, dst as usize + n);
     let lines = (end - first).div_ceil(64);
-    if n <= PREFETCH_MAX && lines >= PREFETCH_MIN_LINES {
+    if n <= COPY_FETCH_MAX && lines >= COPY_FETCH_MIN_LINES {
         // SAFETY: `lines > 0`; the lines hold bytes of `dst`'s range, which
         // the caller promises valid.
         unsafe { fetch_lines_to_write(first as *const u8, lines) };
@@ -1264,7 +1268,7 @@ fetch_lines_with!(
 
 #[cfg(test)]
 mod tests {
-    use super::{COPY_OWN_MAX, PREFETCH_MAX, copy_message, copy_small};
+    use super::{COPY_FETCH_MAX, COPY_OWN_MAX, copy_message, copy_small};
 
     #[test]
     fn copy_small_copies_every_length_exactly() {
@@ -1284,7 +1288,7 @@ mod tests {
     /// its pieces', comes out exactly, nothing written outside it.
     #[test]
     fn copy_message_copies_every_length_exactly() {
-        let src: Vec<u8> = (0..PREFETCH_MAX as u32 + 2000)
+        let src: Vec<u8> = (0..COPY_FETCH_MAX as u32 + 2000)
             .map(|b| (b as u8).wrapping_mul(7).wrapping_add(3) ^ (b >> 8) as u8)
             .collect();
         for n in (0..=COPY_OWN_MAX + 70).chain([4096, 8191, 8192, 8193, 9000]) {
