@@ -1091,9 +1091,11 @@ unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
 /// aligned to 32 (each only if that bit of the address is set), then
 /// 32-byte moves, four a step, then one each of 64 and 32 bytes and 16,
 /// 8, 4, 2 and 1 as the rest needs. No byte is written twice, and no
-/// 32-byte move crosses a line. Every move is an unaligned read and
-/// write of a fixed size, which the compiler emits as one move: a loop of
-/// one copy a step became a `memcpy` call (LLVM's loop idiom).
+/// 32-byte move crosses a line. Every move is an intrinsic or an
+/// unaligned read and write of a fixed size, which the compiler emits as
+/// one move: a loop of one copy a step became a `memcpy` call (LLVM's loop
+/// idiom). The 32-byte moves load four, then store four: stored each right
+/// after its load, the round trip was slower (below).
 ///
 /// Tried and not kept (docs/benchmarks.md, "Copies that write each byte
 /// once, aligned"): the same in 64-byte moves with AVX-512, neither
