@@ -413,7 +413,10 @@ impl RawBlock {
     /// Stores `v` at offset `at` (4-aligned) with one atomic 4-byte store
     /// through the write view: how a live jump is repatched.
     pub(crate) fn store_u32(&self, at: usize, v: u32) {
-        assert!(at % 4 == 0 && at + 4 <= self.len, "misaligned patch");
+        assert!(
+            at.is_multiple_of(4) && at + 4 <= self.len,
+            "misaligned patch"
+        );
         // SAFETY: the address is inside this block's writable view, 4-byte
         // aligned (blocks are 64-aligned and `at` is a multiple of 4), and
         // every access to these 4 bytes through this view is atomic (this

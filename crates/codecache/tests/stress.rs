@@ -120,9 +120,11 @@ fn eight_runners_one_publisher_one_blocked_thread() {
         }
         cache.publish(HELPER, version, helper_fn(version)).unwrap();
         // Retire a set of keys (one pending entry), then bring them back.
-        let set: Vec<u64> = (0..KEYS).filter(|k| (k + version) % 5 == 0).collect();
+        let set: Vec<u64> = (0..KEYS)
+            .filter(|k| (k + version).is_multiple_of(5))
+            .collect();
         cache.retire_set(&set);
-        if version % 3 == 0 {
+        if version.is_multiple_of(3) {
             cache.retire(HELPER); // calls go to the fallback meanwhile
             cache.publish(HELPER, version, helper_fn(version)).unwrap();
         }

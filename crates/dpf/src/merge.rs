@@ -153,10 +153,10 @@ fn necessary(p: &Program) -> Option<Vec<Atom>> {
     nec[ACCEPT as usize] = Some(Vec::new());
     let with = |v: &Option<Vec<Atom>>, a: Option<Atom>| {
         v.clone().map(|mut v| {
-            if let Some(a) = a {
-                if let Err(at) = v.binary_search(&a) {
-                    v.insert(at, a);
-                }
+            if let Some(a) = a
+                && let Err(at) = v.binary_search(&a)
+            {
+                v.insert(at, a);
             }
             v
         })

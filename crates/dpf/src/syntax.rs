@@ -1740,17 +1740,17 @@ impl Parser {
             ] => Some((offset, layer, size, Some(m))),
             _ => None,
         };
-        if let (Some((offset, layer, size, mask)), [Arith::Num(value)]) = (field, &rhs[..]) {
-            if offset <= 0xffff {
-                return Ok(Primitive::Compare(Compare {
-                    layer,
-                    offset,
-                    size,
-                    mask,
-                    op,
-                    value: *value,
-                }));
-            }
+        if let (Some((offset, layer, size, mask)), [Arith::Num(value)]) = (field, &rhs[..])
+            && offset <= 0xffff
+        {
+            return Ok(Primitive::Compare(Compare {
+                layer,
+                offset,
+                size,
+                mask,
+                op,
+                value: *value,
+            }));
         }
         Ok(Primitive::Relation(Box::new(Relation {
             lhs,

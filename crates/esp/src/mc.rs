@@ -1366,15 +1366,16 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
 
     let mut head = 0usize;
     while head < seen.states.len() {
-        if head % PROGRESS_EVERY == 0 && head > 0 {
-            if let Some(progress) = &options.progress {
-                (progress.0)(Progress {
-                    states: seen.states.len(),
-                    explored: head,
-                    transitions,
-                    bytes: seen.states.len() * state_bytes(m.len),
-                });
-            }
+        if head.is_multiple_of(PROGRESS_EVERY)
+            && head > 0
+            && let Some(progress) = &options.progress
+        {
+            (progress.0)(Progress {
+                states: seen.states.len(),
+                explored: head,
+                transitions,
+                bytes: seen.states.len() * state_bytes(m.len),
+            });
         }
         let s = seen.states[head].clone();
         let moves = m.moves(&s, None);
@@ -1407,12 +1408,12 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
                         stop,
                     ));
                 }
-                if let Err(bound) = seen.add(t, head as u32, options) {
-                    if stop.is_none() {
-                        // Breadth-first: every state as deep as this one was
-                        // stored before it, so they are all explored.
-                        stop = Some((bound, seen.depth(head)));
-                    }
+                if let Err(bound) = seen.add(t, head as u32, options)
+                    && stop.is_none()
+                {
+                    // Breadth-first: every state as deep as this one was
+                    // stored before it, so they are all explored.
+                    stop = Some((bound, seen.depth(head)));
                 }
                 if !choices.advance() {
                     break;

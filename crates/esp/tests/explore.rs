@@ -253,7 +253,7 @@ impl<'a> Sim<'a> {
                 Kind::FastPath {
                     nondeterministic: true
                 }
-            ) && path.eligible % 8 == 0
+            ) && path.eligible.is_multiple_of(8)
             {
                 continue;
             }

@@ -179,7 +179,11 @@ fn add(t: &mut Stats, s: &Stats) {
 /// Runs one program everywhere; returns a description of the first
 /// disagreement.
 fn one(seed: u64, tally: &mut Tally, verbose: bool) -> Result<(), String> {
-    let kind = if seed % 2 == 0 { Kind::Kahn } else { Kind::Alt };
+    let kind = if seed.is_multiple_of(2) {
+        Kind::Kahn
+    } else {
+        Kind::Alt
+    };
     let src = random::program(
         seed,
         &GenOptions {

@@ -179,7 +179,7 @@ fn parse_messages(s: &str) -> Result<u32, String> {
     let n: u32 = s
         .parse()
         .map_err(|e| format!("{e} (expected a count of messages)"))?;
-    if n == 0 || n % BURST != 0 {
+    if n == 0 || !n.is_multiple_of(BURST) {
         let near = (n / BURST).max(1) * BURST;
         return Err(format!(
             "must be a positive multiple of {BURST}, the burst size \

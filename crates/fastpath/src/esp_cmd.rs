@@ -541,10 +541,10 @@ fn run(
         Status::Deadlock => {
             eprintln!("deadlock: no process waits for input, and these are blocked for good:");
             for (p, &pc) in program.processes.iter().zip(pcs) {
-                if let Some(node) = p.nodes.get(pc as usize) {
-                    if !matches!(node.kind, esp::ir::NodeKind::Halt) {
-                        eprintln!("  {} at {}", p.name, node.pos);
-                    }
+                if let Some(node) = p.nodes.get(pc as usize)
+                    && !matches!(node.kind, esp::ir::NodeKind::Halt)
+                {
+                    eprintln!("  {} at {}", p.name, node.pos);
                 }
             }
             return Ok(ExitCode::FAILURE);

@@ -328,10 +328,10 @@ impl Parser {
     /// An error "expected `what` `context`, found ..." at the current token.
     fn expected(&self, what: &str) -> CompileError {
         let t = self.tok(0);
-        if let Tok::Ident(w) = &t.tok {
-            if let Some(why) = unsupported(w) {
-                return CompileError::unsupported(t.pos, format!("`{w}`"), why);
-            }
+        if let Tok::Ident(w) = &t.tok
+            && let Some(why) = unsupported(w)
+        {
+            return CompileError::unsupported(t.pos, format!("`{w}`"), why);
         }
         CompileError::syntax(t.pos, format!("expected {what}, found {}", t.tok))
     }

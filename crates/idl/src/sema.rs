@@ -452,13 +452,14 @@ impl Checker<'_> {
                     ),
                 ));
             }
-            if let TypeKind::Named(parts, false) = &ts.kind {
-                if parts.len() == 1 && parts[0] == name {
-                    return Err(CompileError::check(
-                        ts.pos,
-                        format!("struct `{name}` cannot contain itself"),
-                    ));
-                }
+            if let TypeKind::Named(parts, false) = &ts.kind
+                && parts.len() == 1
+                && parts[0] == name
+            {
+                return Err(CompileError::check(
+                    ts.pos,
+                    format!("struct `{name}` cannot contain itself"),
+                ));
             }
             let Some(base) = self.resolve(ts, scope)? else {
                 return Err(CompileError::check(

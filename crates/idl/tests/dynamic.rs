@@ -836,7 +836,7 @@ fn write_c(st: &[StructDef], ty: &Type, v: &Value, out: &mut Vec<u8>) {
         (Type::Struct(id), Value::Struct(fs)) => {
             for ((_, t), f) in st[*id].fields.iter().zip(fs) {
                 let a = c_size(st, t).1;
-                while (out.len() - start) % a != 0 {
+                while !(out.len() - start).is_multiple_of(a) {
                     out.push(0);
                 }
                 write_c(st, t, f, out);
@@ -934,7 +934,7 @@ fn check_op(rng: &mut StdRng, idl: &idl::Idl, ifaces: &[Interface], k: usize) {
         let v = &ins[value_params.iter().position(|&j| j == i).unwrap()];
         let bytes = if p.ty.is_indirect() {
             let (b, n, align) = indirect_bytes(st, &p.ty, v);
-            while want_area.len() % align != 0 {
+            while !want_area.len().is_multiple_of(align) {
                 want_area.push(0);
             }
             let off = want_area.len() as u32;

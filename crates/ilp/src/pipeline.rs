@@ -248,7 +248,7 @@ impl Pipeline {
     /// bytes or more).
     fn head_len(&self, len: usize, dst: *const u8, nt: bool) -> usize {
         let head = (64 - dst as usize % 64) % 64;
-        let useful = self.copy && self.compiled.wide && head % self.swap_unit == 0;
+        let useful = self.copy && self.compiled.wide && head.is_multiple_of(self.swap_unit);
         let masked = self.compiled.masked_head && head >= 4;
         let worth = nt || !self.crc || len >= CRC_HEAD_MIN_LEN && !masked;
         if useful && worth && len >= head + 256 {
@@ -411,7 +411,7 @@ impl Stores {
     /// `Frame::nt`: bit 0 non-temporal, bit 1 also a 16-byte aligned
     /// `dst`, bit 2 also a 64-byte aligned one.
     fn flag(nt: bool, dst: *const u8) -> u64 {
-        let aligned = |n: usize| (nt && (dst as usize) % n == 0) as u64;
+        let aligned = |n: usize| (nt && (dst as usize).is_multiple_of(n)) as u64;
         nt as u64 | aligned(16) << 1 | aligned(64) << 2
     }
 }

@@ -95,14 +95,14 @@ pub fn validate(steps: &[Step]) -> Result<(), Error> {
         });
     }
     for (i, s) in steps.iter().enumerate() {
-        if let Step::Xor(k) = s {
-            if k.is_empty() || k.len() > MAX_KEY {
-                return Err(Error::KeyLength {
-                    index: i,
-                    len: k.len(),
-                    max: MAX_KEY,
-                });
-            }
+        if let Step::Xor(k) = s
+            && (k.is_empty() || k.len() > MAX_KEY)
+        {
+            return Err(Error::KeyLength {
+                index: i,
+                len: k.len(),
+                max: MAX_KEY,
+            });
         }
         let kind = s.kind();
         if kind.unique() && steps[..i].iter().any(|p| p.kind().class() == kind.class()) {

@@ -89,7 +89,7 @@ fn worker(t: usize, shared: &Shared, bytes: &[Vec<u8>; 3]) {
         let r = shared.round.load(Ordering::Acquire);
         if r != round {
             let (class, _, _) = VERSIONS[r % 3];
-            if t % 2 == 0 {
+            if t.is_multiple_of(2) {
                 let new = load(&bytes[r % 3], class);
                 drop(applet.replace(new));
             } else {

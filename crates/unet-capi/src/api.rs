@@ -1100,15 +1100,15 @@ pub fn engine_start(addr: Addr, threads: usize) -> Result<u64, CapiError> {
         why: e.to_string(),
     })?;
     let engine = unet::Engine::new(Box::new(port));
-    if threads > 0 {
-        if let Err(e) = engine.start(threads) {
-            // The threads that did start would hold the engine forever.
-            engine.stop();
-            return Err(CapiError::Engine {
-                func,
-                source: EngineError::Memory(e),
-            });
-        }
+    if threads > 0
+        && let Err(e) = engine.start(threads)
+    {
+        // The threads that did start would hold the engine forever.
+        engine.stop();
+        return Err(CapiError::Engine {
+            func,
+            source: EngineError::Memory(e),
+        });
     }
     let id = next_id();
     let st = Arc::new(EngineState {

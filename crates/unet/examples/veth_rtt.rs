@@ -300,7 +300,7 @@ fn bandwidth(
                     }
                     Some(_) => {
                         got = got.wrapping_add(1);
-                        if got % BURST == 0 {
+                        if got.is_multiple_of(BURST) {
                             send(&mut b, ba, &got.to_le_bytes()).map_err(|e| e.to_string())?;
                         }
                     }

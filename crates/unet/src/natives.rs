@@ -658,7 +658,7 @@ impl EndpointNative for DmaRxd {
         let n = (len as u64).div_ceil(size.max(1)) as usize;
         let mut checked = [0u32; RX_OFFSETS];
         for (i, (&o, c)) in offsets.iter().zip(&mut checked).take(n).enumerate() {
-            if o < 0 || (o as u64) % size != 0 || o as u64 + size > area {
+            if o < 0 || !(o as u64).is_multiple_of(size) || o as u64 + size > area {
                 return Err(bad_offset(i, o, size, area));
             }
             *c = o as u32;
@@ -986,7 +986,7 @@ fn rx_too_long(len: i32, size: u64) -> NativeError {
 fn bad_offset(i: usize, off: i32, size: u64, area: u64) -> NativeError {
     if off < 0 {
         error(format_args!("offsets[{i}] = {off} is negative"))
-    } else if (off as u64) % size != 0 {
+    } else if !(off as u64).is_multiple_of(size) {
         error(format_args!(
             "offsets[{i}] = {off} is not a buffer boundary (a multiple of the buffer size, {size})"
         ))

@@ -348,7 +348,7 @@ impl Segment {
     /// The atomic `u32` at `off` (a queue index).
     #[inline]
     fn atomic(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len);
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len);
         // SAFETY: aligned, in range, and `AtomicU32` has the layout of a
         // `u32` and is valid for any bits; it lives as long as `&self`.
         unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() }
@@ -468,7 +468,7 @@ impl<T> ShmQueue<T> {
         }
         // A cache line: the indices are atomics, and the slots, 128 bytes
         // further, are then aligned for every item type (`RxDesc`'s 64).
-        if q.offset % 64 != 0 {
+        if !q.offset.is_multiple_of(64) {
             return Err(ConfigError::Layout(format!(
                 "a queue at offset {} does not start a cache line",
                 q.offset
@@ -852,7 +852,7 @@ unsafe impl jive::QueueSlots for FreeSlots {
 /// multiple of 8, and `T` is valid for any bits.
 #[inline(always)]
 unsafe fn read_once<T: Copy>(p: *const T) -> T {
-    if size_of::<T>() % 8 == 0 && align_of::<T>() >= 8 {
+    if size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8 {
         let mut v = core::mem::MaybeUninit::<T>::uninit();
         let (src, dst) = (p.cast::<u64>(), v.as_mut_ptr().cast::<u64>());
         for k in 0..size_of::<T>() / 8 {
@@ -875,7 +875,7 @@ unsafe fn read_once<T: Copy>(p: *const T) -> T {
 /// As for [`read_once`], for writes.
 #[inline(always)]
 unsafe fn write_once<T: Copy>(p: *mut T, v: T) {
-    if size_of::<T>() % 8 == 0 && align_of::<T>() >= 8 {
+    if size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8 {
         let src = (&raw const v).cast::<u64>();
         for k in 0..size_of::<T>() / 8 {
             // SAFETY: word `k` lies inside `v` and inside `*p`, both aligned to 8.

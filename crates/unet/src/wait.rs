@@ -67,7 +67,7 @@ impl Backoff {
 
     /// True on every 1024th wait: time to look at a stop flag or a clock.
     pub fn now_and_then(&self) -> bool {
-        self.polls % 1024 == 0
+        self.polls.is_multiple_of(1024)
     }
 }
 
@@ -147,7 +147,7 @@ impl Spins {
     /// The wait for the next message.
     pub fn backoff(&mut self) -> Backoff {
         self.waits = self.waits.wrapping_add(1);
-        if self.waits % Spins::PROBE_EVERY == 0 {
+        if self.waits.is_multiple_of(Spins::PROBE_EVERY) {
             Backoff::with_spins(SPINS_BEFORE_YIELD)
         } else {
             Backoff::with_spins(self.limit)

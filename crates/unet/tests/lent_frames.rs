@@ -71,7 +71,7 @@ impl Transport for Lending {
         build: &mut dyn FnMut(&mut [u8]) -> bool,
     ) -> Result<Built, TransportError> {
         self.calls += 1;
-        if self.decline_every != 0 && self.calls % self.decline_every == 0 {
+        if self.decline_every != 0 && self.calls.is_multiple_of(self.decline_every) {
             return Ok(Built::NotLent);
         }
         // An earlier frame's bytes, as in a reused UMEM frame.

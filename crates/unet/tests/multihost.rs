@@ -292,10 +292,10 @@ fn recv(ep: &mut Endpoint, chan: u16, buf: &mut Vec<u8>, what: &str, abort: &Ato
             return;
         }
         idle += 1;
-        if idle % 64 == 0 {
+        if idle.is_multiple_of(64) {
             // Two busy hosts may share one core: let the other run.
             std::thread::yield_now();
-            if idle % 1024 == 0 {
+            if idle.is_multiple_of(1024) {
                 assert!(
                     Instant::now() < deadline && !abort.load(Ordering::Relaxed),
                     "no {what}: {:?}",

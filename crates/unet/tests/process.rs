@@ -285,10 +285,10 @@ impl Rig {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(i) = line.find("child: ") {
-                    if tx.send(line[i + 7..].to_string()).is_err() {
-                        break;
-                    }
+                if let Some(i) = line.find("child: ")
+                    && tx.send(line[i + 7..].to_string()).is_err()
+                {
+                    break;
                 }
             }
         });
@@ -766,7 +766,7 @@ fn child_hostile() {
             seg.write_bytes(off, &junk[..n]);
         }
         i += 1;
-        if i % 16 == 0 {
+        if i.is_multiple_of(16) {
             std::thread::sleep(Duration::from_micros(100));
         }
     }

@@ -569,12 +569,12 @@ fn movi_long(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
     // on the baseline x86-64 target).
     let count = |m: u64| ((m >> 15).wrapping_mul(0x0001_0001_0001_0001) >> 48) as u32;
     let (nz, nn) = (count(by_movz), count(by_movn));
-    if nz.min(nn) > 1 {
-        if let Some(imm) = logical_imm(v, w) {
-            // orr rd, zr, #imm
-            s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
-            return;
-        }
+    if nz.min(nn) > 1
+        && let Some(imm) = logical_imm(v, w)
+    {
+        // orr rd, zr, #imm
+        s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
+        return;
     }
     let inverted = nn < nz;
     // Every chunk skipped (0, or -1): one movz/movn of chunk 0.
@@ -1084,11 +1084,11 @@ impl Backend for A64 {
                     BinOp::Or => (0x2a00_0000, 0x3200_0000),
                     _ => (0x4a00_0000, 0x5200_0000),
                 };
-                if let Src::I(v) = b {
-                    if let Some(imm) = logical_imm(v as u64, w) {
-                        self.put(sf(w) | ibase | imm << 10 | (a as u32) << 5 | rd as u32);
-                        return;
-                    }
+                if let Src::I(v) = b
+                    && let Some(imm) = logical_imm(v as u64, w)
+                {
+                    self.put(sf(w) | ibase | imm << 10 | (a as u32) << 5 | rd as u32);
+                    return;
                 }
                 let r = reg(self, b);
                 self.rrr(sf(w) | rbase, rd, a, r);
@@ -1098,10 +1098,10 @@ impl Backend for A64 {
                 self.rrr(sf(w) | 0x1b00_7c00, rd, a, r); // madd rd, a, r, zr
             }
             BinOp::Div | BinOp::Mod => {
-                if let Src::I(v) = b {
-                    if v == 0 || (!w && v as i32 == 0) {
-                        return self.buf.fail(m, ErrorKind::DivisionByZero);
-                    }
+                if let Src::I(v) = b
+                    && (v == 0 || (!w && v as i32 == 0))
+                {
+                    return self.buf.fail(m, ErrorKind::DivisionByZero);
                 }
                 let r = reg(self, b);
                 let div = sf(w)
@@ -1390,7 +1390,7 @@ impl Backend for A64 {
             Ok(n) => n,
             Err(kind) => return self.buf.fail(m, kind),
         };
-        while self.buf.pos() % n != 0 {
+        while !self.buf.pos().is_multiple_of(n) {
             self.put(NOP);
         }
     }
@@ -1957,7 +1957,7 @@ impl A64 {
             self.labels[label as usize] = w & !0xffff_ffff | u64::from(UNPLACED | veneer);
         }
         if !self.st.pool.is_empty() {
-            if self.buf.pos() % 8 != 0 {
+            if !self.buf.pos().is_multiple_of(8) {
                 self.put(0); // udf: 8-byte slots, as at the end
             }
             let pool_at = self.buf.pos();
@@ -2229,11 +2229,12 @@ impl A64 {
         // label was placed after it (branches to it are patched already):
         // the jump is the head of the chain of returns, and the rest of
         // the chain is the head before it.
-        if let Some((at, rest)) = self.last_ret {
-            if at + 4 == self.buf.pos() && self.st.last_place as usize <= at {
-                self.ret_head = rest;
-                self.buf.truncate(at);
-            }
+        if let Some((at, rest)) = self.last_ret
+            && at + 4 == self.buf.pos()
+            && self.st.last_place as usize <= at
+        {
+            self.ret_head = rest;
+            self.buf.truncate(at);
         }
         let body_len = self.buf.pos();
         let saves = self.st.saves(alloc, regfile::gpr::X0);
@@ -2728,12 +2729,12 @@ mod tests {
             }
         }
         let need = chunks - zeros.max(ones);
-        if need > 1 {
-            if let Some(imm) = logical_imm_by_search(v, w) {
-                // orr rd, zr, #imm
-                s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
-                return;
-            }
+        if need > 1
+            && let Some(imm) = logical_imm_by_search(v, w)
+        {
+            // orr rd, zr, #imm
+            s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
+            return;
         }
         let inverted = ones > zeros;
         let skip = if inverted { 0xffff } else { 0 };

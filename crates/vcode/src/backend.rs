@@ -289,13 +289,13 @@ pub(crate) fn check_call(
 /// `c` `uc` `s` `us` widened, as `i` or `u`, and `v` is no value).
 pub(crate) fn check_mem_args(args: &[Arg]) -> Result<(), ErrorKind> {
     for a in args {
-        if let Arg::Mem { ty, .. } = *a {
-            if !matches!(ty, Ty::I | Ty::U | Ty::L | Ty::UL | Ty::P | Ty::F | Ty::D) {
-                return Err(ErrorKind::TypeMismatch {
-                    expected: if ty.is_signed() { Ty::I } else { Ty::U },
-                    found: ty,
-                });
-            }
+        if let Arg::Mem { ty, .. } = *a
+            && !matches!(ty, Ty::I | Ty::U | Ty::L | Ty::UL | Ty::P | Ty::F | Ty::D)
+        {
+            return Err(ErrorKind::TypeMismatch {
+                expected: if ty.is_signed() { Ty::I } else { Ty::U },
+                found: ty,
+            });
         }
     }
     Ok(())

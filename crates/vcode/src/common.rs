@@ -288,10 +288,10 @@ pub(crate) fn emit_call<E: CallEmit>(
     e.enter_call(reserve);
     place_args(e, m, args, &lay);
     e.make_call(reserve);
-    if let Some(r) = ret {
-        if r.ty != Ty::V {
-            e.take_result(r);
-        }
+    if let Some(r) = ret
+        && r.ty != Ty::V
+    {
+        e.take_result(r);
     }
     for n in 0..16u8 {
         if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {

@@ -145,12 +145,11 @@ impl Params {
     /// ([`ErrorKind::ParamInMemory`]: see [`local`](Params::local)).
     #[inline]
     pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
-        if let Some(&r) = self.all().get(i) {
-            if r.n != Self::IN_MEMORY {
-                if let Some(x) = r.typed::<T>() {
-                    return Ok(x);
-                }
-            }
+        if let Some(&r) = self.all().get(i)
+            && r.n != Self::IN_MEMORY
+            && let Some(x) = r.typed::<T>()
+        {
+            return Ok(x);
         }
         Err(self.get_failed::<T>(i))
     }
@@ -281,10 +280,10 @@ fn assign_params(
 ) -> Result<([AnyReg; MAX_PARAMS], [u8; MAX_PARAMS])> {
     let err = |kind| Error::new(0, "lambda", kind);
     for (&ty, &loc) in sig.params().iter().zip(locs) {
-        if let ArgLoc::Reg(n) = loc {
-            if conv.keeps_param(ty, loc) {
-                alloc.claim(ty.is_float(), n).map_err(err)?;
-            }
+        if let ArgLoc::Reg(n) = loc
+            && conv.keeps_param(ty, loc)
+        {
+            alloc.claim(ty.is_float(), n).map_err(err)?;
         }
     }
     let mut out = Shape::EMPTY.regs;

@@ -570,16 +570,16 @@ impl Slab {
     #[inline]
     pub(crate) fn alloc(&mut self, len: usize) -> Result<ExecBlock, ErrorKind> {
         let len = len.max(1);
-        if let Some((chunk, at, end)) = &mut self.run {
-            if *at + len <= *end {
-                let a = *at;
-                *at = (a + len + ALIGN - 1) & !(ALIGN - 1);
-                // SAFETY: `a + len <= end <= size`, the run was handed to
-                // this slab alone by `take_run` and is bump-allocated once,
-                // and `chunk` keeps both views mapped for the block's
-                // lifetime (as in `Arena::alloc`).
-                return Ok(unsafe { ExecBlock::dual(chunk, a, len) });
-            }
+        if let Some((chunk, at, end)) = &mut self.run
+            && *at + len <= *end
+        {
+            let a = *at;
+            *at = (a + len + ALIGN - 1) & !(ALIGN - 1);
+            // SAFETY: `a + len <= end <= size`, the run was handed to
+            // this slab alone by `take_run` and is bump-allocated once,
+            // and `chunk` keeps both views mapped for the block's
+            // lifetime (as in `Arena::alloc`).
+            return Ok(unsafe { ExecBlock::dual(chunk, a, len) });
         }
         self.refill(len)
     }

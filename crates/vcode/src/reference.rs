@@ -347,12 +347,12 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
                 },
             );
         }
-        if matches!(op, BinOp::Div | BinOp::Mod) && !ty.is_float() {
-            if let Src::I(v) = b {
-                if (ty.is_64() && v == 0) || (!ty.is_64() && v as i32 == 0) {
-                    return self.fail(m, ErrorKind::DivisionByZero);
-                }
-            }
+        if matches!(op, BinOp::Div | BinOp::Mod)
+            && !ty.is_float()
+            && let Src::I(v) = b
+            && ((ty.is_64() && v == 0) || (!ty.is_64() && v as i32 == 0))
+        {
+            return self.fail(m, ErrorKind::DivisionByZero);
         }
         self.push(m, Insn::Bin { op, ty, rd, a, b });
     }

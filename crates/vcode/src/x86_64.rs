@@ -2273,12 +2273,13 @@ impl X64 {
         // instead, unless a label was placed after it (branches to it are
         // patched already): the jump is the head of the chain of returns,
         // and the rest of the chain is the head before it.
-        if let Some((at, rest)) = self.last_ret {
-            if at + 5 == self.buf.pos() && self.st.last_place as usize <= at {
-                debug_assert_eq!(self.ret_head as usize, at + 1);
-                self.ret_head = rest;
-                self.buf.truncate(at);
-            }
+        if let Some((at, rest)) = self.last_ret
+            && at + 5 == self.buf.pos()
+            && self.st.last_place as usize <= at
+        {
+            debug_assert_eq!(self.ret_head as usize, at + 1);
+            self.ret_head = rest;
+            self.buf.truncate(at);
         }
         // The common cases: no constants, no jump tables, no alignment, in
         // this backend's run of the default memory. The code is written
@@ -2405,11 +2406,11 @@ impl X64 {
         let (body, pool) = (self.buf.bytes(), &self.st.pool[..]);
         let (tables, labels) = (&self.tables[..], &self.labels[..]);
         let inline = &self.inline_rets[..];
-        if mem.is_none() {
-            if let Some(r) = self.st.slab.reserve(lay.total) {
-                write_code(r.out, r.exec, lay, body, pool, tables, labels, inline);
-                return Ok(code(r.into_block(), lay, sig, name, ret));
-            }
+        if mem.is_none()
+            && let Some(r) = self.st.slab.reserve(lay.total)
+        {
+            write_code(r.out, r.exec, lay, body, pool, tables, labels, inline);
+            return Ok(code(r.into_block(), lay, sig, name, ret));
         }
         let err = |kind| Error::new(end_index, "end", kind);
         let mut block = match mem {

@@ -56,7 +56,7 @@ impl<'a> InPlace<'a> {
 unsafe impl Allocator for InPlace<'_> {
     fn allocate_segment(&mut self, minimum_size: u32) -> (NonNull<u8>, u32) {
         let need = minimum_size as usize * 8;
-        let aligned = self.seg.as_ptr() as usize % 8 == 0;
+        let aligned = (self.seg.as_ptr() as usize).is_multiple_of(8);
         if !self.given && aligned && need <= self.seg.len() {
             self.given = true;
             let n = self.estimate.max(need).min(self.seg.len()) & !7;

@@ -327,12 +327,11 @@ pub fn parse_parts(text: &str) -> Vec<(String, u64)> {
         } else if let Some(t) = l
             .strip_prefix("totals:")
             .or_else(|| l.strip_prefix("summary:"))
+            && (in_part || out.is_empty())
         {
-            if in_part || out.is_empty() {
-                let v = t.split_whitespace().next().and_then(|v| v.parse().ok());
-                out.push((trigger.clone(), v.unwrap_or(0)));
-                in_part = false;
-            }
+            let v = t.split_whitespace().next().and_then(|v| v.parse().ok());
+            out.push((trigger.clone(), v.unwrap_or(0)));
+            in_part = false;
         }
     }
     out

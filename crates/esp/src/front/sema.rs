@@ -541,38 +541,38 @@ impl Scope<'_> {
         for link in links {
             let mark = hoisted(hoist);
             let (rhs, rd) = self.lower(&link.rhs, constant, hoist)?;
-            if hoisted(hoist) > mark {
-                if let Some(h) = hoist.as_deref_mut() {
-                    // The right operand's hoisted parts run first: the left
-                    // operand is evaluated before them.
-                    let mut start = mark;
-                    if !trivial(&acc) {
-                        let t = *acc_temp.get_or_insert_with(|| (h.temp)());
-                        let value = std::mem::replace(&mut acc, Expr::Var(t));
-                        h.pre.insert(mark, (t, value));
-                        depth = 1;
-                        start += 1;
-                    }
-                    // `&&` and `||` evaluate their right operand only
-                    // sometimes; the hoisted parts run always, which is
-                    // unobservable only when they call nothing and cannot
-                    // fault.
-                    let effects = h.pre[start..]
-                        .iter()
-                        .any(|(_, v)| v.has_call() || v.may_fault());
-                    if effects && matches!(link.op, ast::ChainOp::And | ast::ChainOp::Or) {
-                        return Err(check(
-                            link.pos,
-                            format!(
-                                "the right operand of `{}` is nested more than {MAX_EXPR_DEPTH} operators deep and calls a host function or divides: it cannot be evaluated only when needed; compute it in an `if` first",
-                                if link.op == ast::ChainOp::And {
-                                    "&&"
-                                } else {
-                                    "||"
-                                }
-                            ),
-                        ));
-                    }
+            if hoisted(hoist) > mark
+                && let Some(h) = hoist.as_deref_mut()
+            {
+                // The right operand's hoisted parts run first: the left
+                // operand is evaluated before them.
+                let mut start = mark;
+                if !trivial(&acc) {
+                    let t = *acc_temp.get_or_insert_with(|| (h.temp)());
+                    let value = std::mem::replace(&mut acc, Expr::Var(t));
+                    h.pre.insert(mark, (t, value));
+                    depth = 1;
+                    start += 1;
+                }
+                // `&&` and `||` evaluate their right operand only
+                // sometimes; the hoisted parts run always, which is
+                // unobservable only when they call nothing and cannot
+                // fault.
+                let effects = h.pre[start..]
+                    .iter()
+                    .any(|(_, v)| v.has_call() || v.may_fault());
+                if effects && matches!(link.op, ast::ChainOp::And | ast::ChainOp::Or) {
+                    return Err(check(
+                        link.pos,
+                        format!(
+                            "the right operand of `{}` is nested more than {MAX_EXPR_DEPTH} operators deep and calls a host function or divides: it cannot be evaluated only when needed; compute it in an `if` first",
+                            if link.op == ast::ChainOp::And {
+                                "&&"
+                            } else {
+                                "||"
+                            }
+                        ),
+                    ));
                 }
             }
             let value = fold(link.op, acc, rhs);

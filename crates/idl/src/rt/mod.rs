@@ -415,7 +415,7 @@ fn reply_elems<T: Plain>(t: &(impl ClientTransport + ?Sized), d: Desc) -> Result
             "a reply's descriptor is longer than the string area",
         ));
     };
-    if d.off as usize % align_of::<T>() != 0 {
+    if !(d.off as usize).is_multiple_of(align_of::<T>()) {
         return Err(CallError::Malformed(
             "a reply's descriptor is misaligned for its element",
         ));
@@ -701,7 +701,7 @@ impl<'a> Strings<'a> {
             .checked_mul(size)
             .ok_or(Status::BadString)?;
         if n > self.max
-            || off % align != 0
+            || !off.is_multiple_of(align)
             || off < self.next
             || off > self.area_len
             || n > self.area_len - off

@@ -353,7 +353,7 @@ impl Map {
     /// The atomic word at `off` of the header page or the descriptor line.
     #[inline(always)]
     fn word32(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off % 4 == 0 && off + 4 <= MSG);
+        debug_assert!(off.is_multiple_of(4) && off + 4 <= MSG);
         // SAFETY: `off + 4 <= MSG < area_off <= len` (checked in `new`),
         // 4-aligned in a page-aligned mapping; `AtomicU32` has the layout
         // of a `u32` and is valid for any bits; it lives as long as `&self`
@@ -450,7 +450,7 @@ impl Map {
                 }
                 // The clock is read only once a wait outlasts the polls a
                 // quick answer takes, and then every 64 polls.
-                if n % 64 == 0 {
+                if n.is_multiple_of(64) {
                     let now = Instant::now();
                     match start {
                         None => start = Some(now),

@@ -1105,10 +1105,10 @@ fn fill_rxbuf_looked_up(
     rxbuf: &mut jive::StaticBytes,
     payload: &Payload<'_>,
 ) -> bool {
-    if let Some(buf) = applet.static_bytes_mut(rxbuf) {
-        if copy_payload(buf, payload) {
-            return true;
-        }
+    if let Some(buf) = applet.static_bytes_mut(rxbuf)
+        && copy_payload(buf, payload)
+    {
+        return true;
     }
     refill_rxbuf(applet, rxbuf, payload)
 }

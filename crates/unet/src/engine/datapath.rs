@@ -650,7 +650,7 @@ impl Engine {
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
             // first ones while the rest run.
-            if n % PUBLISH_EVERY == 0 {
+            if n.is_multiple_of(PUBLISH_EVERY) {
                 rx.io.publish();
             }
             // The rest waits in the inbox for a later round.
@@ -1086,21 +1086,28 @@ impl Engine {
                     }
                     status
                 }
-                Route::Frame { remote: true }
-                    if let Some(status) = self.transmit_built(tx, port, d, &mut lent) =>
-                {
-                    status
-                }
-                Route::Frame { .. } => {
-                    self.flush_lent(&mut lent);
-                    match tx.framer.transmit_from(
-                        &port.seg,
-                        layout.area + d.offset as usize,
-                        d.chan,
-                        d.len,
-                    ) {
-                        Ok(()) => TxStatus::Sent,
-                        Err(_) => TxStatus::Dropped,
+                Route::Frame { remote } => {
+                    // A remote frame built in place, or else through the
+                    // framer (not an `if let` guard: Rust 1.95 and later).
+                    let built = if remote {
+                        self.transmit_built(tx, port, d, &mut lent)
+                    } else {
+                        None
+                    };
+                    match built {
+                        Some(status) => status,
+                        None => {
+                            self.flush_lent(&mut lent);
+                            match tx.framer.transmit_from(
+                                &port.seg,
+                                layout.area + d.offset as usize,
+                                d.chan,
+                                d.len,
+                            ) {
+                                Ok(()) => TxStatus::Sent,
+                                Err(_) => TxStatus::Dropped,
+                            }
+                        }
                     }
                 }
             };

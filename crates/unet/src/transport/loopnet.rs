@@ -910,7 +910,7 @@ mod tests {
         // Spin, but let other threads run now and then on a busy machine.
         fn idle(spins: &mut u32) {
             *spins += 1;
-            if *spins % 64 == 0 {
+            if (*spins).is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

@@ -825,15 +825,15 @@ impl Transport for PacketTransport {
             self.stats.tx_bytes += f.len() as u64;
             queued += 1;
         }
-        if queued > 0 || full {
-            if let Err(source) = self.kick() {
-                self.stats.tx_rejected += 1;
-                if queued == 0 {
-                    return Err(TransportError::Io {
-                        op: format!("send the TX ring of {}", self.ifname),
-                        source,
-                    });
-                }
+        if (queued > 0 || full)
+            && let Err(source) = self.kick()
+        {
+            self.stats.tx_rejected += 1;
+            if queued == 0 {
+                return Err(TransportError::Io {
+                    op: format!("send the TX ring of {}", self.ifname),
+                    source,
+                });
             }
         }
         Ok(queued)

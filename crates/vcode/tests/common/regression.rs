@@ -2210,7 +2210,7 @@ fn loads_with_base_equal_to_index() {
         });
         // An address a with a + a inside `mem`, 8-aligned.
         let target = mem.as_ptr() as usize + 8 * 20;
-        if target % 2 != 0 {
+        if !target.is_multiple_of(2) {
             continue;
         }
         let half = (target / 2) as u64;

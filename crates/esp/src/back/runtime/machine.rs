@@ -401,7 +401,7 @@ impl Machine {
             ch.empties += 1;
             return Ok(());
         }
-        if fields.len() % ch.arity != 0 {
+        if !fields.len().is_multiple_of(ch.arity) {
             return Err(Error::Binding(format!(
                 "channel {chan} carries {} fields a message; {} is not a whole number of messages",
                 ch.arity,
@@ -896,7 +896,7 @@ impl Machine {
                 let mut refuse = std::mem::take(&mut fpath.refuse_next);
                 if fpath.nondeterministic {
                     fpath.eligible += 1;
-                    refuse |= fpath.eligible % u64::from(self.refuse_every) == 0;
+                    refuse |= fpath.eligible.is_multiple_of(u64::from(self.refuse_every));
                 }
                 if refuse {
                     fpath.owed = true;

@@ -391,7 +391,7 @@ fn map_ring<T: Copy>(
     let map = Mapping::new(len, Some(fd), pgoff as libc::off_t)?;
     let words = [off.producer, off.consumer, off.flags];
     if words.iter().any(|&w| w % 4 != 0 || w as usize + 4 > len)
-        || off.desc as usize % std::mem::align_of::<T>() != 0
+        || !(off.desc as usize).is_multiple_of(std::mem::align_of::<T>())
     {
         return Err(io::Error::other(
             "the kernel's ring offsets lie outside the ring",
