@@ -18,7 +18,9 @@ fn loopback(c: &mut Criterion) {
 }
 
 fn shm(c: &mut Criterion) {
-    let mut fams = match timing::start_all() {
+    // With `FASTPATH_IDL_PIN=1`, the servers on the second CPU.
+    let server_cpu = fastpath_bench::idl::shm::pinning(false).map(|(_, s)| s);
+    let mut fams = match timing::start_all(server_cpu) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("idl/shm skipped: {e}");

@@ -164,6 +164,16 @@ fn raw_baseline(raw: Figure, fastpath: Option<Figure>, (unit, scale): (&str, f64
 }
 
 /// The report of a run.
+/// Where the timed part's client and servers ran, for a table's note.
+fn placement(pinned: Option<(usize, usize)>) -> String {
+    match pinned {
+        Some((c, s)) => {
+            format!("pinned to CPU {s} and the client to CPU {c} (FASTPATH_IDL_PIN=0: neither)")
+        }
+        None => "neither it nor the client pinned".to_owned(),
+    }
+}
+
 pub fn report(m: &Measured, budget: timing::Budget, have_fastpath: bool, quick: bool) -> Report {
     let mut r = Report::new("idl", quick, "fastpath bench idl: IDL4's Tables 3 and 4");
     if !have_fastpath {
@@ -461,9 +471,11 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
     );
     s.samples = Some(budget.rounds);
     s.about = format!(
-        "ns per call, best of {} interleaved batches of {} calls; the server is a child process; \
+        "ns per call, best of {} interleaved batches of {} calls; the server is a child process, {}; \
          raw = the channel's call_raw carrying fastpath's bytes with no stub.",
-        budget.rounds, budget.batch
+        budget.rounds,
+        budget.batch,
+        placement(t.pinned)
     );
     let ns = |i: usize, k: usize| best_figure(&t.ns[i][k], budget.rounds, MIN_NS_PER_OP);
     let fastpath = t.names.iter().position(|n| *n == "fastpath");
@@ -511,9 +523,10 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
     );
     s.samples = Some(runs);
     s.about = format!(
-        "Best of {runs} runs; MB/s = 10^6 bytes/s; stub share = 1 - raw time / family time (raw: the channel \
-         with the data copied in by the server and out by the client, no stub); / prost: this family's \
-         throughput over prost's."
+        "Best of {runs} runs, each server a child process, {}; MB/s = 10^6 bytes/s; stub share = 1 - raw \
+         time / family time (raw: the channel with the data copied in by the server and out by the client, \
+         no stub); / prost: this family's throughput over prost's.",
+        placement(t.pinned)
     );
     // Seconds per run: a run reads at least a byte per ns.
     let secs = |v: &[f64]| best_figure(v, runs, MIN_NS_PER_OP * 1e-9);
@@ -604,6 +617,7 @@ mod tests {
                 },
             ]),
             timed: Ok(timing::Timed {
+                pinned: Some((0, 1)),
                 names: vec!["raw", "fastpath", "prost"],
                 ns: vec![
                     vec![vec![1000.0, 1100.0]; 4],
@@ -647,6 +661,14 @@ mod tests {
         assert_eq!(ins[0]["fastpath_over_prost_percent"]["value"], 37.5);
         // pfs_get_direntries: -5 after the carrier's subtraction.
         assert!(ins[3]["fastpath_instructions"]["value"].is_null());
+        // The notes say where the sides ran.
+        for t in ["round_trips", "iozone"] {
+            let about = v["sections"][t]["about"].as_str().unwrap();
+            assert!(
+                about.contains("pinned to CPU 1 and the client to CPU 0"),
+                "{t}: {about}"
+            );
+        }
         let rt = &v["sections"]["round_trips"]["rows"][0];
         assert_eq!(rt["fastpath_ns_per_call"]["value"], 1100.0);
         assert_eq!(rt["fastpath_over_raw"]["value"], 1.1);

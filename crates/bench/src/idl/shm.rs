@@ -125,18 +125,32 @@ pub fn raw_reply_len(key: u16, len: usize) -> usize {
     }
 }
 
-/// The first two CPUs this process may run on: the client's and the
-/// servers'. With [`PIN_ENV`] set, timing pins each side to its own
-/// ([`unet::affinity`]), because the kernel tends to move a task woken by
+/// The first two CPUs the calling thread may run on: the client's and the
+/// servers'. The timed part pins each side to its own ([`pinning`],
+/// [`unet::affinity`]), because the kernel tends to move a task woken by
 /// a futex onto its waker's CPU, where a spinning client and its server
-/// then share one core and every hand-off waits for a time slice (about
-/// 100 µs on a loaded machine).
+/// then share one core and every hand-off waits for a time slice (16 to
+/// 19 µs a call on the idle Intel Xeon guest, in one or two of the six
+/// families of every unpinned `fastpath bench idl --quick`).
 pub fn cpus() -> Option<(usize, usize)> {
     unet::affinity::two_cpus().map(|[a, b]| (a, b))
 }
 
-/// The environment variable that asks the timed part to pin the client
-/// and the servers to two CPUs.
+/// The client's and the servers' CPUs ([`cpus`]) if this part pins them:
+/// by `default`, unless [`PIN_ENV`] says `0` (no) or anything else (yes).
+/// Asked once, before the client's thread pins itself: once pinned, its
+/// mask has one CPU, and a server child, which inherits that mask, would
+/// stay on the client's CPU. (Until 2026-12-06 each spawn asked again,
+/// after the pin: every call of `FASTPATH_IDL_PIN=1 fastpath bench idl`
+/// took 16.7 µs, a futex hand-off on one core, against some 250 ns.)
+pub fn pinning(default: bool) -> Option<(usize, usize)> {
+    let on = std::env::var_os(PIN_ENV).map_or(default, |v| v != "0");
+    on.then(cpus).flatten()
+}
+
+/// The environment variable that says whether to pin the client and the
+/// servers to two CPUs: `0` not, anything else yes ([`pinning`]). Unset,
+/// the round trips and IOzone pin them and the waiting table does not.
 pub const PIN_ENV: &str = "FASTPATH_IDL_PIN";
 
 /// The environment variable naming the CPU a server child pins itself to.
@@ -150,14 +164,16 @@ pub struct Child2 {
 }
 
 impl Child2 {
-    /// Starts this executable as the server of `family` on a new channel.
+    /// Starts this executable as the server of `family` on a new channel,
+    /// unpinned.
     pub fn spawn(family: &str) -> Result<Child2, String> {
-        Child2::spawn_with(family, &config())
+        Child2::spawn_with(family, &config(), None)
     }
 
     /// The same on a channel of `config` (e.g. `spin` 0: a futex-only
-    /// channel, both sides reading the spin count from its header).
-    pub fn spawn_with(family: &str, config: &Config) -> Result<Child2, String> {
+    /// channel, both sides reading the spin count from its header), the
+    /// server pinned to `cpu` if given (it pins itself, [`CPU_ENV`]).
+    pub fn spawn_with(family: &str, config: &Config, cpu: Option<usize>) -> Result<Child2, String> {
         // The parent holds the memfd and its client end only: a server end
         // closes the channel when dropped.
         let memfd = shm::create(config).map_err(|e| e.to_string())?;
@@ -165,10 +181,8 @@ impl Child2 {
         let end = ClientEnd::from_fd(memfd).map_err(|e| e.to_string())?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
-        if std::env::var_os(PIN_ENV).is_some()
-            && let Some((_, server_cpu)) = cpus()
-        {
-            cmd.env(CPU_ENV, server_cpu.to_string());
+        if let Some(cpu) = cpu {
+            cmd.env(CPU_ENV, cpu.to_string());
         }
         let child = cmd
             .args(std::env::args_os().skip(1))

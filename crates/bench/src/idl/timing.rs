@@ -68,8 +68,9 @@ pub struct Running {
     buf: Vec<u8>,
 }
 
-/// The families of the timed tables, each with its server child started.
-pub fn start_all() -> Result<Vec<Running>, String> {
+/// The families of the timed tables, each with its server child started
+/// (pinned to `cpu` if given).
+pub fn start_all(cpu: Option<usize>) -> Result<Vec<Running>, String> {
     let mut names: Vec<&'static str> = vec!["raw"];
     if super::fastpath_family::available() {
         names.push("fastpath");
@@ -77,14 +78,14 @@ pub fn start_all() -> Result<Vec<Running>, String> {
     names.extend(["hand-written", "prost", "capnp", "flatbuffers"]);
     names
         .into_iter()
-        .map(|name| start(name, &super::shm::config()))
+        .map(|name| start(name, &super::shm::config(), cpu))
         .collect()
 }
 
 /// The family `name` with its server child started on a channel of
-/// `config`, its results checked.
-pub fn start(name: &'static str, config: &Config) -> Result<Running, String> {
-    let mut child = Child2::spawn_with(name, config)?;
+/// `config` (pinned to `cpu` if given), its results checked.
+pub fn start(name: &'static str, config: &Config, cpu: Option<usize>) -> Result<Running, String> {
+    let mut child = Child2::spawn_with(name, config, cpu)?;
     let end = child.end.take().ok_or("no client end")?;
     let family = if name == "raw" {
         Family::Raw(Box::new(end))
@@ -224,6 +225,8 @@ pub fn pread_iozone() -> Result<f64, String> {
 /// Results of the timed part.
 #[derive(Clone, Debug)]
 pub struct Timed {
+    /// The client's and the servers' CPUs, if pinned ([`super::shm::pinning`]).
+    pub pinned: Option<(usize, usize)>,
     /// Family names, in order.
     pub names: Vec<&'static str>,
     /// Per family, per call: ns per call of each round's batch.
@@ -236,24 +239,26 @@ pub struct Timed {
 
 /// Times every family, rounds interleaved.
 pub fn run(budget: Budget) -> Result<Timed, String> {
-    // With FASTPATH_IDL_PIN set: the client on the first CPU, the servers
-    // on the second (see `shm::cpus`). Off by default: on a machine whose
-    // cores are busy with other work, a pinned side waits for its core's
-    // time slice at every hand-off.
-    let old = if std::env::var_os(super::shm::PIN_ENV).is_some() {
-        super::shm::cpus().and_then(|(c, _)| unet::affinity::pin(c))
-    } else {
-        None
-    };
-    let r = run_pinned(budget);
+    // The client on the first CPU, the servers on the second (`shm::cpus`),
+    // unless `FASTPATH_IDL_PIN=0`. Unpinned, the kernel put one or two of
+    // the six families' servers on the client's CPU in every quick run on
+    // the idle Intel Xeon guest (16 to 19 µs a call, against 200 to 700 ns);
+    // with two busy threads beside, both ways measured alike (best of
+    // seven: 188 to 228 ns at the null call, raw). Until 2026-12-06 the
+    // default was off, chosen when the pin put the servers on the client's
+    // CPU (`shm::pinning`).
+    let pins = super::shm::pinning(true);
+    let old = pins.and_then(|(c, _)| unet::affinity::pin(c));
+    let r = run_pinned(budget, pins);
     if let Some(old) = old {
         unet::affinity::restore(&old);
     }
     r
 }
 
-fn run_pinned(budget: Budget) -> Result<Timed, String> {
-    let mut fams = start_all()?;
+fn run_pinned(budget: Budget, pinned: Option<(usize, usize)>) -> Result<Timed, String> {
+    let server_cpu = pinned.map(|(_, s)| s);
+    let mut fams = start_all(server_cpu)?;
     let mut ns = vec![vec![Vec::new(); CALLS.len()]; fams.len()];
     let mut io = vec![Vec::new(); fams.len()];
     // Warm up.
@@ -280,6 +285,7 @@ fn run_pinned(budget: Budget) -> Result<Timed, String> {
         .map(|_| pread_iozone())
         .collect();
     Ok(Timed {
+        pinned,
         names: fams.iter().map(|f| f.name).collect(),
         ns,
         iozone: io,
@@ -355,11 +361,15 @@ pub fn waiting(budget: Budget) -> Result<Waiting, String> {
         spin: 0,
         ..super::shm::config()
     };
+    // The servers on the second CPU with `FASTPATH_IDL_PIN=1`, the client
+    // not pinned; unset, neither (the futex-only policy's figure is then
+    // the hand-off the kernel chooses, on one core).
+    let cpu = super::shm::pinning(false).map(|(_, s)| s);
     let mut fams: Vec<Option<Running>> = vec![
-        Some(start("raw", &futex)?),
-        Some(start("raw", &super::shm::config())?),
+        Some(start("raw", &futex, cpu)?),
+        Some(start("raw", &super::shm::config(), cpu)?),
         if super::fastpath_family::available() {
-            Some(start("fastpath", &super::shm::config())?)
+            Some(start("fastpath", &super::shm::config(), cpu)?)
         } else {
             None
         },
