@@ -618,14 +618,33 @@ unsafe impl Sync for Ring {}
 /// A cache line's bytes (the ring's start is on one).
 const LINE: usize = 64;
 
+/// The lines an entry of footprint `fp` at ring offset `at` lies on.
+#[inline(always)]
+fn lines_spanned(at: usize, fp: usize) -> usize {
+    ((at % LINE) + fp).div_ceil(LINE)
+}
+
 /// The most lines [`Inbox::prefetch_next`] asks for at an empty poll, and
 /// the longest last frame, in lines, for which it asks: a waiting
 /// consumer that asks for the lines of a long frame takes them from the
 /// producer while it writes them (`loop_rtt` with the standard applet at
 /// 1 KiB: 1.53 to 1.69 µs without, 1.70 to 1.79 with the first four
 /// lines asked for; as `Endpoint::poll_expected` found for a receive
-/// buffer's).
-const PREFETCH_LINES: usize = 4;
+/// buffer's). Eight since 2026-12-06 (four before): the lent applet's
+/// round trip at 224 to 448 B went from 1.67-1.96x U-Net's to 1.51-1.66x;
+/// with 12, 640 B lost, and with 16, 768 to 960 B (docs/benchmarks.md,
+/// "The frames a waiting consumer does not ask for").
+const PREFETCH_LINES: usize = 8;
+
+/// A drain that runs a frame of more than this many bytes (its footprint)
+/// with another published behind it asks for that one's header first:
+/// a shorter frame's next header lies within a line of what the drain has
+/// just read ([`Inbox::drain`]).
+const HEADER_AHEAD_AFTER: u64 = 4 * LINE as u64;
+// An entry on more than `PREFETCH_LINES` lines is longer than
+// `HEADER_AHEAD_AFTER`, so the drain's one test of the footprint hides
+// none of the frames that ask for their own lines.
+const _: () = assert!((PREFETCH_LINES - 1) * LINE >= HEADER_AHEAD_AFTER as usize);
 
 /// The most lines of its own [`Inbox::drain`] asks for, for the last frame
 /// published, before it runs it (4 KiB). With 128 lines the lent applet's
@@ -751,6 +770,25 @@ impl Ring {
         #[cfg(all(test, not(loom)))]
         OWN_LINES.with(|o| o.borrow_mut().push((first, lines)));
         self.prefetch_lines(first, lines);
+    }
+
+    /// What a drain asks for after taking a frame of `len` bytes whose
+    /// entry `[at, at + fp)` is longer than [`HEADER_AHEAD_AFTER`]
+    /// ([`Inbox::drain`]): with another frame `behind` it, that one's
+    /// header, at `next`; else, if the entry lies on more lines than a
+    /// waiting consumer asks for ([`PREFETCH_LINES`], counted as
+    /// [`Inbox::next_lines`] counts them), the frame's own. Out of line:
+    /// inline, the test of the lines cost every drain 5 to 6
+    /// instructions, short frames' too (`ANSWER=1 LENT=1 xthr_count` at 0
+    /// and 57 B, the registers' allocation); out of line, a long frame's
+    /// drain pays some 24 for the call (1 and 4 KiB).
+    #[inline(never)]
+    fn ask_ahead(&self, behind: bool, next: usize, at: usize, fp: usize, len: usize) {
+        if behind {
+            self.prefetch_header(next);
+        } else if lines_spanned(at, fp) > PREFETCH_LINES {
+            self.prefetch_frame(at + HDR, len);
+        }
     }
 
     /// Marks the bytes `[at, at + n)` read, for loom, while the value
@@ -1006,7 +1044,7 @@ impl Inbox {
         if last <= footprint(COPY_MAX) as usize {
             return None;
         }
-        let lines = ((at % LINE) + last).div_ceil(LINE).max(1);
+        let lines = lines_spanned(at, last).max(1);
         (lines <= PREFETCH_LINES).then_some((r, at - at % LINE, lines))
     }
 
@@ -1460,11 +1498,11 @@ impl Inbox {
             // the line of its header asked for now, so that it crosses to
             // this core while this frame runs (a `doRx` copies it out),
             // not when the loop comes back to read it. Only after a frame
-            // of more than `PREFETCH_LINES` lines: a shorter frame's next
-            // header lies within a line of what the drain has just read,
-            // and streams of short frames pay nothing for this. Burst-25
-            // (`fastpath bench unet --only burst`, seven pairs of runs
-            // with and without it, 2026-12-05): at 4 KiB the copied
+            // of more than four lines (`HEADER_AHEAD_AFTER`): a shorter
+            // frame's next header lies within a line of what the drain has
+            // just read, and streams of short frames pay nothing for this.
+            // Burst-25 (`fastpath bench unet --only burst`, seven pairs of
+            // runs with and without it, 2026-12-05): at 4 KiB the copied
             // standard applet 34.9% → 39.1% of plain U-Net's, the lent one
             // 42.9% → 47.1%; at 1 KiB level (nine pairs). Asking for up to
             // 32 lines of the next frame gained as much at 4 KiB and lost
@@ -1479,12 +1517,24 @@ impl Inbox {
             // by every frame, burst-25 at 4 KiB lost 2 to 3 points, whose
             // frames have others behind them ("A frame's own lines asked
             // for by the last one published").
-            if fp > (PREFETCH_LINES * LINE) as u64 {
-                if c.head != tail {
-                    ring.prefetch_header(c.at as usize);
-                } else {
-                    ring.prefetch_frame(at + HDR, len);
-                }
+            //
+            // Which frame asks: one on more lines than a waiting consumer
+            // asks for (`Inbox::next_lines`), counted as it counts them,
+            // from the line its entry starts in. Until 2026-12-06 a frame
+            // asked by its footprint (more than 256 bytes) and a waiting
+            // consumer asked for frames of up to 4 lines, so an entry of
+            // 4 lines' footprint that straddled 5 was asked for by
+            // neither: the lent applet at 224 to 247 B ran 0.06 to 0.12 µs
+            // slower than at 216 or 248, whose entries stay on 4 lines
+            // ("The frames a waiting consumer does not ask for",
+            // docs/benchmarks.md).
+            //
+            // Both ask only past `HEADER_AHEAD_AFTER`: a frame on more
+            // than `PREFETCH_LINES` lines is longer (asserted beside the
+            // constants), and a short frame's drain makes one test, as
+            // before.
+            if fp > HEADER_AHEAD_AFTER {
+                ring.ask_ahead(c.head != tail, c.at as usize, at, fp as usize, len);
             }
             let go_on = {
                 let _held = (!from_copy).then(|| ring.held_read(at + HDR, len));

@@ -263,7 +263,7 @@ fn the_last_frame_published_asks_for_its_own_lines_before_it_runs() {
         let first = at - at % 64;
         (first, (at + len - first).div_ceil(64).min(64))
     };
-    for len in [300, 1000, 4000, 8184, 20_000] {
+    for len in [600, 1000, 4000, 8184, 20_000] {
         let start = lock(&i.prod.0).at;
         i.push(1, len, fill_with(1)).unwrap();
         assert_eq!(drain_asking_own(&i), vec![Some(own(start, len))], "{len} B");
@@ -279,12 +279,21 @@ fn the_last_frame_published_asks_for_its_own_lines_before_it_runs() {
         drain_asking_own(&i),
         vec![None, None, Some(own(start + 2 * fp, 1000))]
     );
-    // Frames of up to four lines ask for nothing: 248 bytes (a footprint
-    // of 256), and 40.
-    for len in [248, 40] {
+    // Frames of up to eight lines, which a waiting consumer asks for
+    // (`PREFETCH_LINES`), ask for nothing: 496 bytes (a footprint of 504)
+    // at the ring's start, 248, and 40.
+    let i = Locked::new(64, 1 << 20);
+    for len in [496, 248, 40] {
         i.push(1, len, fill_with(1)).unwrap();
         assert_eq!(drain_asking_own(&i), vec![None], "{len} B");
     }
+    // The same footprint from 40 bytes into a line (after those three,
+    // at 808: 504 + 256 + 48) lies on nine lines, which no waiting
+    // consumer asks for: the drain asks.
+    let start = lock(&i.prod.0).at;
+    assert_eq!(start % 64, 40, "where the fourth frame goes");
+    i.push(1, 496, fill_with(1)).unwrap();
+    assert_eq!(drain_asking_own(&i), vec![Some(own(start, 496))]);
 }
 
 /// Drains everything: for each entry its channel, whether it is a frame,
@@ -1207,7 +1216,10 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         (57, 128, Some(2)),
         // 192 B: footprint 200, the next at 344: line 320, 24 + 200
         // bytes, four.
-        (192, 320, Some(PREFETCH_LINES)),
+        (192, 320, Some(4)),
+        // 400 B: footprint 408, the next at 752: line 704, 48 + 408
+        // bytes, eight (`PREFETCH_LINES`, the most asked for).
+        (400, 704, Some(PREFETCH_LINES)),
     ];
     // The ring made by the first push, nothing run yet (no footprint to
     // go by): nothing asked for.
@@ -1223,7 +1235,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         // Each frame answered, as in a round trip.
         i.answered();
     }
-    // After a frame longer than that (1000 B: 16 lines), none: the
+    // After a frame longer than that (1000 B: 17 lines), none: the
     // producer writes them while the consumer waits.
     i.push(0, 1000, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
@@ -1231,7 +1243,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     i.answered();
     // A short one again: nothing asked for, and expected at the ring's
     // start: the ring was found empty past the 1,000-byte frame's warm
-    // start, `WARM_WIDE` (at 1,408 bytes), so the producer went back to
+    // start, `WARM_WIDE` (at 1,760 bytes), so the producer went back to
     // its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
