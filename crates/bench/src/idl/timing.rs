@@ -249,7 +249,8 @@ pub fn run(budget: Budget) -> Result<Timed, String> {
     // CPU (`shm::pinning`).
     let pins = super::shm::pinning(true);
     let old = pins.and_then(|(c, _)| unet::affinity::pin(c));
-    let r = run_pinned(budget, pins);
+    // Neither side pinned if the client's pin did not take.
+    let r = run_pinned(budget, pins.filter(|_| old.is_some()));
     if let Some(old) = old {
         unet::affinity::restore(&old);
     }
@@ -362,8 +363,8 @@ pub fn waiting(budget: Budget) -> Result<Waiting, String> {
         ..super::shm::config()
     };
     // The servers on the second CPU with `FASTPATH_IDL_PIN=1`, the client
-    // not pinned; unset, neither (the futex-only policy's figure is then
-    // the hand-off the kernel chooses, on one core).
+    // not pinned; unset, neither: the futex-only policy's figure is then
+    // that of the hand-off wherever the kernel puts the two sides.
     let cpu = super::shm::pinning(false).map(|(_, s)| s);
     let mut fams: Vec<Option<Running>> = vec![
         Some(start("raw", &futex, cpu)?),
