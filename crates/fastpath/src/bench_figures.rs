@@ -133,14 +133,32 @@ impl Figure {
         }
     }
 
-    /// The figure with its value (and spread) scaled by `k` (a unit change).
+    /// The figure with its value (and spread) scaled by `k` (a unit change),
+    /// and so are the numbers of a reason that gives them in the figure's
+    /// unit (below the resolution, negative, within the noise), so that a
+    /// table's reason speaks in its column's unit. (Until 2026-12-06 they
+    /// kept the unit measured in: `fastpath bench codegen` said of a kernel
+    /// in its µs column "89.00 is below 100", nanoseconds.)
     pub fn scaled(&self, k: f64) -> Figure {
         match self {
             Figure::Value { value, spread } => Figure::Value {
                 value: value * k,
                 spread: spread * k,
             },
-            other => other.clone(),
+            Figure::NotMeasured(r) => Figure::NotMeasured(match r {
+                NotMeasured::Negative { value } => NotMeasured::Negative { value: value * k },
+                NotMeasured::BelowResolution { value, resolution } => {
+                    NotMeasured::BelowResolution {
+                        value: value * k,
+                        resolution: resolution * k,
+                    }
+                }
+                NotMeasured::WithinNoise { value, spread } => NotMeasured::WithinNoise {
+                    value: value * k,
+                    spread: spread * k,
+                },
+                other => other.clone(),
+            }),
         }
     }
 
@@ -474,5 +492,37 @@ mod tests {
         assert!(NotMeasured::TooFewSamples { got: 1, want: 3 }.remeasurable());
         assert!(!NotMeasured::Unavailable("no JIT".into()).remeasurable());
         assert!(!NotMeasured::Denominator("noise".into()).remeasurable());
+    }
+
+    /// A figure scaled to its column's unit gives the numbers of its reason
+    /// in that unit too; reasons without numbers of the figure's unit stay.
+    #[test]
+    fn a_scaled_figure_gives_its_reason_in_the_new_unit() {
+        let ns = Figure::NotMeasured(NotMeasured::BelowResolution {
+            value: 89.0,
+            resolution: 100.0,
+        });
+        assert_eq!(
+            ns.scaled(1e-3).cell(|x| x.to_string()),
+            "n/a (8.90e-2 is below 1.00e-1, the finest figure this measurement resolves)"
+        );
+        let noisy = Figure::NotMeasured(NotMeasured::WithinNoise {
+            value: 2.0,
+            spread: 6.0,
+        });
+        assert_eq!(
+            noisy.scaled(100.0),
+            Figure::NotMeasured(NotMeasured::WithinNoise {
+                value: 200.0,
+                spread: 600.0
+            })
+        );
+        assert_eq!(
+            Figure::NotMeasured(NotMeasured::Negative { value: -3.0 }).scaled(2.0),
+            Figure::NotMeasured(NotMeasured::Negative { value: -6.0 })
+        );
+        let few = Figure::NotMeasured(NotMeasured::TooFewSamples { got: 1, want: 3 });
+        assert_eq!(few.scaled(1e-3), few);
+        assert_eq!(v(5.0).scaled(2.0), v(10.0));
     }
 }
