@@ -618,7 +618,8 @@ unsafe impl Sync for Ring {}
 /// A cache line's bytes (the ring's start is on one).
 const LINE: usize = 64;
 
-/// The lines an entry of footprint `fp` at ring offset `at` lies on.
+/// The lines `fp` bytes from ring offset `at` lie on (an entry's
+/// footprint, or a frame's bytes).
 #[inline(always)]
 fn lines_spanned(at: usize, fp: usize) -> usize {
     ((at % LINE) + fp).div_ceil(LINE)
@@ -766,7 +767,7 @@ impl Ring {
     #[inline(always)]
     fn prefetch_frame(&self, at: usize, len: usize) {
         let first = at - at % LINE;
-        let lines = (at + len - first).div_ceil(LINE).min(FRAME_LINES_MAX);
+        let lines = lines_spanned(at, len).min(FRAME_LINES_MAX);
         #[cfg(all(test, not(loom)))]
         OWN_LINES.with(|o| o.borrow_mut().push((first, lines)));
         self.prefetch_lines(first, lines);
