@@ -946,7 +946,18 @@ pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 /// the flag that says an invocation on this thread uses it now. The flag
 /// is first, so that [`busy`] reads it at the address itself, as it reads
 /// a marker's.
-#[repr(C)]
+///
+/// On a pair of cache lines of its own (128 bytes, aligned: the line and
+/// the one Intel's adjacent-line prefetcher fetches with it). Every
+/// invocation on the thread reads and writes it, and the allocator would
+/// otherwise put it beside whatever was allocated next to it: in
+/// `examples/loop_lines`' lent ping-pong at 0 bytes, one thread's
+/// registration shared a line with the other thread's applet record
+/// ([`super::runtime::Record`]), which that thread writes at each of its
+/// invocations, and the line crossed the cores twice a round trip, as
+/// often as the messages' own (docs/benchmarks.md, "A thread's
+/// registration beside another thread's applet record").
+#[repr(C, align(128))]
 struct Registration {
     /// Set by [`flagged`] while an invocation runs on `thread`: a
     /// nested invocation (a native of an applet invoking another applet)

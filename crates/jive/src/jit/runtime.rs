@@ -353,7 +353,13 @@ impl<'h, W: FastNative> HostArg<'h> for Lent<'h, W> {
 /// reaches the Rust side as a field of the same record ([`record`]): no
 /// pointer from the context to the runtime is written, and nothing of it
 /// is built on the host's stack per invocation.
-#[repr(C)]
+///
+/// On cache lines of its own (aligned to 128 bytes, as the thread's
+/// registration in `exec.rs` is, and for the same reason): every
+/// invocation writes it (the heap and host pointers, the words, the
+/// fuel), from the thread that runs the applet, and no other thread's
+/// data may share its lines.
+#[repr(C, align(128))]
 pub(super) struct Record {
     /// At offset 0: the record's address is the context's.
     pub(super) ctx: Ctx,
