@@ -1101,7 +1101,7 @@ unsafe fn copy_own(dst: *mut u8, src: *const u8, n: usize) {
 /// once, aligned"): the same in 64-byte moves with AVX-512, neither
 /// faster nor slower over 57 bytes to 2 KiB in one run with this one
 /// (57 B slower, 129 to 200 B and 2 KiB faster), and it needs Rust 1.89
-/// where the workspace says 1.85; one masked 64-byte move for the first
+/// where the workspace says 1.88; one masked 64-byte move for the first
 /// line and one for the last in place of the pieces, which lost what the
 /// copy gained at 57 to 128 bytes; each 32-byte move stored right after
 /// its load, 0.07 to 0.12 µs slower at 100 to 255 bytes.
