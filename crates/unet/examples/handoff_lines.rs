@@ -15,8 +15,8 @@
 //!   message's line at every poll (the inbox's `prefetch_next`).
 //! - `tail+mark`: `tail`, the sender also reading a line the receiver
 //!   wrote after its last message before it writes its own (the inbox's
-//!   warm mark, which a round trip's producer reads one push in five at
-//!   40 B, one in 32 at 0 B).
+//!   warm mark, which a round trip's producer reads one push in 22 at
+//!   40 B, one in 128 at 0 B; until 2026-12-06 one in six and one in 32).
 //! - `tail+copy`: `tail`, the sender also writing a copy of the message
 //!   on the tail's line, which the receiver reads there: the message's
 //!   line is written but never crosses (the inbox's entries of up to 56
@@ -28,8 +28,8 @@
 //! target/release/examples/handoff_lines 9      # rounds, each pattern once a round
 //! ```
 //!
-//! Messages cycle through four lines, as a round trip's do through the
-//! inbox's first four. Each figure is the median over the rounds of a
+//! Messages cycle through four lines, as a round trip's did through the
+//! inbox's first four until 2026-12-06 (sixteen since). Each figure is the median over the rounds of a
 //! round's median batch mean (batches of 1,000 round trips), and the
 //! difference from `seal` is per direction. The patterns take turns in
 //! every round, so that a change of the guest's regime between rounds

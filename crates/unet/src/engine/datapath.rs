@@ -2927,10 +2927,10 @@ pub(super) mod tests {
             assert_eq!(got.load(Ordering::Relaxed), N);
             let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
             if answer {
-                // Within a frame's footprint past the warm start for its
-                // size (a message's is smaller: no frame's header).
+                // Within a frame's footprint past the warm start (a
+                // message's is smaller: no frame's header).
                 let fp = |len: usize| inbox::footprint(len + frame::HEADER_LEN);
-                let past = |len: usize| inbox::warm_start(fp(len)) + fp(len);
+                let past = |len: usize| inbox::WARM + fp(len);
                 assert!(at_b <= past(1000), "b's inbox at {at_b}");
                 assert!(at_a <= past(3), "a's inbox at {at_a}");
             } else {
@@ -2984,7 +2984,7 @@ pub(super) mod tests {
         let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
         // A frame's footprint: 1,000 bytes, a frame's header, the inbox's.
         let fp = inbox::footprint(1000 + frame::HEADER_LEN);
-        let past = inbox::warm_start(fp) + fp;
+        let past = inbox::WARM + fp;
         assert!(at_a <= past, "a's inbox at {at_a}");
         assert!(at_b <= past, "b's inbox at {at_b}");
     }

@@ -75,7 +75,7 @@
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
 //!   producer goes back to the ring's start when it finds the ring empty
-//!   in two places: between [`warm_start`] and [`COLD`] bytes, where a
+//!   in two places: between [`WARM`] and [`COLD`] bytes, where a
 //!   consumer that answers each frame ([`Inbox::answered`]) marked it
 //!   empty at the end of a drain ([`Inbox::idle`]), so that a round
 //!   trip's messages keep to the ring's first lines, warm in both cores' caches; and past
@@ -177,44 +177,14 @@ fn in_window_from(at: u64, from: u64) -> bool {
     at.wrapping_sub(from) < COLD - from
 }
 
-/// Whether ring offset `at` lies between [`WARM`] and [`COLD`], where a
-/// producer looks for the consumer's mark of the ring found empty and goes
-/// back on it (the consumer marks from [`warm_start`] on).
+/// Whether ring offset `at` lies between [`WARM`] and [`COLD`]: where a
+/// consumer that answers each frame marks the ring found empty
+/// ([`Inbox::idle`]), and where a producer looks for that mark and goes
+/// back on it.
 #[inline(always)]
 fn in_warm_window(at: u64) -> bool {
     in_window_from(at, WARM)
 }
-
-/// Where a round trip whose frames' footprint is `fp` goes back to the
-/// ring's start: past [`WARM`] if each frame fits a line, past
-/// [`WARM_WIDE`] if not.
-#[inline(always)]
-pub fn warm_start(fp: u64) -> u64 {
-    if fp <= LINE as u64 { WARM } else { WARM_WIDE }
-}
-
-/// Whether a consumer at ring offset `at`, whose last frame's footprint
-/// was `last`, marks the ring found empty ([`Inbox::idle`]): between
-/// [`warm_start`] and [`COLD`]. Producers look for the mark from [`WARM`]
-/// on whatever their frames' size (`in_warm_window`): a mark is only
-/// ever where the ring was found empty at their tail, so reading it
-/// early sends none back before the consumer's window.
-#[inline(always)]
-fn marks_warm(at: u64, last: u64) -> bool {
-    in_window_from(at, warm_start(last))
-}
-
-/// Where a round trip of frames longer than a line goes back to the
-/// ring's start ([`warm_start`]): 16 lines. Four, as for frames of one
-/// line ([`WARM`]), took the lent standard applet's 200-byte round trip
-/// on `loop` from 1.51x U-Net's to 1.45x but its 57-byte one in the demo
-/// from 1.72x to 1.77-1.82x (docs/benchmarks.md, "A round trip's warm
-/// start by its frames' size").
-#[cfg(not(loom))]
-pub const WARM_WIDE: u64 = 1 << 10;
-/// [`WARM_WIDE`] in the loom model: [`WARM`], whose rings reach it.
-#[cfg(loom)]
-pub const WARM_WIDE: u64 = WARM;
 
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
@@ -224,20 +194,32 @@ const KIND_PAD: u16 = 1;
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer between this offset and [`COLD`] goes back to the ring's
 /// start where the consumer marked the ring empty at the producer's tail
-/// ([`Inbox::idle`]): the warm start a round trip of frames of one line
-/// keeps to (four lines), in both cores' caches; longer frames' round
-/// trips keep to [`WARM_WIDE`] ([`warm_start`]). (With 4 KiB here, the
-/// standard applet's 1 KiB round trip on `loop` was 1.82x U-Net's,
-/// against 1.69x with 1 KiB: docs/benchmarks.md, "A round trip's inbox
-/// kept warm". With 1 KiB for every size, a pair at 56 B ran at the
-/// tools' figure for its first ten thousand round trips and 10 to 20%
-/// slower after; with four lines it does not slow: "A round trip's warm
-/// start by its frames' size".) Only a consumer that answers each frame
+/// ([`Inbox::idle`]): the warm start a round trip keeps to, 16 lines, in
+/// both cores' caches, whatever its frames' size.
+///
+/// A producer reads the mark's line, which the consumer wrote, once a
+/// pass over the warm start, before it writes its entry: a line from the
+/// other core on the round trip's way. So the longer the pass, the fewer
+/// pushes pay for it. Until 2026-12-06 frames of one line (messages of up
+/// to 56 bytes) went back after 256 bytes, one push in six at 40 bytes
+/// (footprint 48), and producers of longer frames read the line at each
+/// push from 256 bytes until the consumer's first mark at 1 KiB; with 1
+/// KiB for all, the lent standard applet's round trip on `loop` at 40 and
+/// 56 B went from 1.41x and 1.50x U-Net's to 1.27x, and 0 B from 1.27x to
+/// 1.23x (docs/benchmarks.md, "The warm start's mark read once in 16
+/// lines"). Four lines had been chosen while short entries crossed in
+/// the ring (a pair at 56 B then ran 10 to 20% slower after its first ten
+/// thousand round trips with 16); they now cross on the tag's line
+/// ([`COPY_MAX`]), and a pair's steady state is no slower with 16. With 2
+/// KiB for frames of one line, 0 to 56 B read the same as with 1 KiB and
+/// 57 and 200 B worse; with 4 KiB for longer frames, the standard
+/// applet's 1 KiB round trip was 1.82x U-Net's against 1.69x ("A round
+/// trip's inbox kept warm"). Only a consumer that answers each frame
 /// marks it ([`Inbox::answered`]): marked by every drain, a stream of
 /// small frames that the consumer keeps up with went back so too, and ran
 /// 1 to 15% slower at 256 and 512 B ("A round trip's inbox kept warm").
 #[cfg(not(loom))]
-pub const WARM: u64 = 1 << 8;
+pub const WARM: u64 = 1 << 10;
 /// Past this offset the consumer marks nothing and a producer walks on
 /// (to [`HOT`]): a stream's bursts longer than this go through the ring.
 /// With the mark's going back at any offset up to [`HOT`], burst-25 at 4
@@ -918,7 +900,7 @@ pub struct Inbox {
     given: Line<GivenBack>,
     /// Where the consumer, answering each frame ([`Inbox::answered`]),
     /// last found the ring empty at the end of a drain between
-    /// [`warm_start`] and [`COLD`] (ring bytes consumed ever, stored with
+    /// [`WARM`] and [`COLD`] (ring bytes consumed ever, stored with
     /// `Release` after its give-backs; `u64::MAX` before any): the ring
     /// found empty at a producer's tail without reading `given`. The
     /// consumer writes `given` at every frame, so a producer that read it
@@ -1087,8 +1069,8 @@ impl Inbox {
 
     /// Whether a producer at `at` goes back to the ring's start, the ring
     /// being empty: between [`WARM`] and [`COLD`], where the consumer
-    /// marked it empty at this producer's tail ([`Inbox::idle`]; it marks
-    /// from [`warm_start`] on); past [`HOT`], every [`HOT_CHECK`] bytes,
+    /// marked it empty at this producer's tail ([`Inbox::idle`]); past
+    /// [`HOT`], every [`HOT_CHECK`] bytes,
     /// where its give-back says so (`given`, which it writes at every
     /// frame, read that seldom for it).
     /// A mark equal to the tail is the consumer's position after its
@@ -1555,14 +1537,14 @@ impl Inbox {
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
         // `at` is below the ring's size, at most `RING_MAX` < 2^32.
         //
-        // The ring found empty within the warm start for the last frame's
-        // size (`marks_warm`) by a consumer that answers each frame, one
+        // The ring found empty within the warm window (`in_warm_window`)
+        // by a consumer that answers each frame, one
         // frame after its last answer (`Cons::mark_at`): marked for
         // producers (`Inbox::idle`, after every give-back above), whose next push
         // then goes back to the ring's start, where the next frame is
         // expected.
         let mut next = c.at;
-        if c.frames == c.mark_at && c.head == tail && marks_warm(c.at, c.last) {
+        if c.frames == c.mark_at && c.head == tail && in_warm_window(c.at) {
             self.idle.0.store(c.head, Ordering::Release);
             next = 0;
         }

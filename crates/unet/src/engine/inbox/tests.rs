@@ -407,13 +407,10 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
     // One frame at a time, each drained before the next and answered (a
     // round trip's messages): from the second frame's drain on (the first
     // after an answer to one frame), the consumer marks the ring empty
-    // once past the warm start for the frames' size (`WARM` for frames of
-    // one line, 56 bytes and less; `WARM_WIDE` for longer ones), and the
-    // next push goes back to its start.
-    assert_eq!(warm_start(footprint(56)), WARM);
-    assert_eq!(warm_start(footprint(57)), WARM_WIDE);
+    // once past the warm start (`WARM`, whatever the frames' size), and
+    // the next push goes back to its start.
     for len in [1, 40, 56, 57, 200, 1000, 4000] {
-        let from = warm_start(footprint(len));
+        let from = WARM;
         let i = Locked::new(1024, 4 << 20);
         let mut back = 0;
         for k in 0..2000u32 {
@@ -444,10 +441,39 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
 }
 
 #[test]
+fn a_round_trips_producer_reads_a_new_mark_once_in_sixteen_lines() {
+    // Each mark the consumer stores is a line the producer then reads from
+    // the other core, before it writes its entry: on the round trip's way.
+    // Whatever the frames' size, a pass over 16 lines of frames makes at
+    // most one (with four lines for frames of one line, a 40-byte round
+    // trip made one every six pushes).
+    for len in [0, 1, 40, 56, 57, 200, 1000] {
+        let i = Locked::new(1024, 4 << 20);
+        let (mut marks, mut last, mut bytes) = (0u64, u64::MAX, 0u64);
+        for k in 0..3000u32 {
+            i.push(1, len, fill_with(k as u8)).unwrap();
+            bytes += footprint(len);
+            assert_eq!(take_all(&i).len(), 1, "{len} B");
+            i.answered();
+            let mark = i.idle.0.load(Ordering::Relaxed);
+            if mark != last {
+                marks += 1;
+                last = mark;
+            }
+        }
+        assert!(marks > 1, "{len} B: marked {marks} times");
+        assert!(
+            marks <= bytes / 1024 + 1,
+            "{len} B: {marks} marks over {bytes} bytes of frames"
+        );
+    }
+}
+
+#[test]
 fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
     let reads = || RESTART_READS.with(std::cell::Cell::get);
     for len in [1, 40, 48, 49, 56, 57, 200, 1000] {
-        let from = warm_start(footprint(len));
+        let from = WARM;
         let i = Locked::new(1024, 4 << 20);
         // Round trips: the entry waiting is always the last pushed, so its
         // tag tells the drain whether a restart lies before it, the
@@ -1242,9 +1268,8 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     assert_eq!(lines(&i), None);
     i.answered();
     // A short one again: nothing asked for, and expected at the ring's
-    // start: the ring was found empty past the 1,000-byte frame's warm
-    // start, `WARM_WIDE` (at 1,760 bytes), so the producer went back to
-    // its start.
+    // start: the ring was found empty past the warm start, `WARM` (at
+    // 1,760 bytes), so the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!((line_of_next(&i), lines(&i)), (0, None));
