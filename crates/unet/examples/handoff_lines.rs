@@ -29,12 +29,12 @@
 //! ```
 //!
 //! Messages cycle through four lines, as a round trip's did through the
-//! inbox's first four until 2026-12-06 (sixteen since). Each figure is the median over the rounds of a
-//! round's median batch mean (batches of 1,000 round trips), and the
-//! difference from `seal` is per direction. The patterns take turns in
-//! every round, so that a change of the guest's regime between rounds
-//! moves them all (docs/benchmarks.md, "Burst-25's medians by the
-//! machine's regime").
+//! inbox's first four until 2026-12-06 (sixteen since). Each figure is
+//! the median over the rounds of a round's median batch mean (batches of
+//! 1,000 round trips), and the difference from `seal` is per direction.
+//! The patterns take turns in every round, so that a change of the
+//! guest's regime between rounds moves them all (docs/benchmarks.md,
+//! "Burst-25's medians by the machine's regime").
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
