@@ -168,22 +168,16 @@ const MESSAGE_COUNTED_EXTRA: u64 = 54;
 #[cfg(not(loom))]
 const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
-/// Whether ring offset `at` lies between `from` and [`COLD`]: one
-/// comparison (a stream's push past the window makes two where it made one
-/// before the mark; with three, `QUEUED=1 LENT=1 xthr_count 4096 16400 25`
-/// counted 9 instructions a message more than one).
-#[inline(always)]
-fn in_window_from(at: u64, from: u64) -> bool {
-    at.wrapping_sub(from) < COLD - from
-}
-
 /// Whether ring offset `at` lies between [`WARM`] and [`COLD`]: where a
 /// consumer that answers each frame marks the ring found empty
 /// ([`Inbox::idle`]), and where a producer looks for that mark and goes
-/// back on it.
+/// back on it. One comparison (a stream's push past the window makes two
+/// where it made one before the mark; with three, `QUEUED=1 LENT=1
+/// xthr_count 4096 16400 25` counted 9 instructions a message more than
+/// one).
 #[inline(always)]
 fn in_warm_window(at: u64) -> bool {
-    in_window_from(at, WARM)
+    at.wrapping_sub(WARM) < COLD - WARM
 }
 
 /// The rest of the ring up to its end is padding: the next frame is at

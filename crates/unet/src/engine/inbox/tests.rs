@@ -410,7 +410,6 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
     // once past the warm start (`WARM`, whatever the frames' size), and
     // the next push goes back to its start.
     for len in [1, 40, 56, 57, 200, 1000, 4000] {
-        let from = WARM;
         let i = Locked::new(1024, 4 << 20);
         let mut back = 0;
         for k in 0..2000u32 {
@@ -423,11 +422,11 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
             i.answered();
             let at = lock(&i.prod.0).at;
             assert!(
-                k < 2 || at <= from + footprint(len),
+                k < 2 || at <= WARM + footprint(len),
                 "{len} B, frame {k} ended at {at}, past the warm start"
             );
             if k > 0 && at == footprint(len) {
-                assert!(before >= from, "{len} B went back from {before}");
+                assert!(before >= WARM, "{len} B went back from {before}");
                 back += 1;
                 // Where the consumer skips to the start unread.
                 assert_eq!(i.restart.0.load(Ordering::Relaxed), tail);
@@ -435,7 +434,7 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
         }
         // Once a pass over the warm start: every frame past the first of
         // the 4,000-byte ones.
-        let pass = from.div_ceil(footprint(len)).max(1);
+        let pass = WARM.div_ceil(footprint(len)).max(1);
         assert!(back >= 2000 / (pass + 1) - 1, "{len} B: back {back} times");
     }
 }
@@ -473,7 +472,6 @@ fn a_round_trips_producer_reads_a_new_mark_once_in_sixteen_lines() {
 fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
     let reads = || RESTART_READS.with(std::cell::Cell::get);
     for len in [1, 40, 48, 49, 56, 57, 200, 1000] {
-        let from = WARM;
         let i = Locked::new(1024, 4 << 20);
         // Round trips: the entry waiting is always the last pushed, so its
         // tag tells the drain whether a restart lies before it, the
@@ -493,7 +491,7 @@ fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
         // drain. The tag is the second's, which tells nothing of the
         // restart: the drain reads the restart's line, skips, and runs
         // both.
-        while lock(&i.prod.0).at < from {
+        while lock(&i.prod.0).at < WARM {
             i.push(1, len, fill_with(1)).unwrap();
             assert_eq!(take_all(&i).len(), 1);
             i.answered();
