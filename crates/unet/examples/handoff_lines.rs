@@ -15,8 +15,10 @@
 //!   message's line at every poll (the inbox's `prefetch_next`).
 //! - `tail+mark`: `tail`, the sender also reading a line the receiver
 //!   wrote after its last message before it writes its own (the inbox's
-//!   warm mark, which a round trip's producer reads one push in 22 at
-//!   40 B, one in 128 at 0 B; until 2026-12-06 one in six and one in 32).
+//!   warm mark, which a round trip's producer reads once a pass over
+//!   the inbox's 64 KiB warm start: one push in 1,365 at 40 B, one in 66
+//!   at 1,000 B; before 2026-12-06 one in six at 40 B, then that day
+//!   with 1 KiB one in 22, and one in two at 1,000 B).
 //! - `tail+copy`: `tail`, the sender also writing a copy of the message
 //!   on the tail's line, which the receiver reads there: the message's
 //!   line is written but never crosses (the inbox's entries of up to 56
@@ -29,7 +31,7 @@
 //! ```
 //!
 //! Messages cycle through four lines, as a round trip's did through the
-//! inbox's first four until 2026-12-06 (sixteen since). Each figure is
+//! inbox's first four until 2026-12-06 (since, through 64 KiB). Each figure is
 //! the median over the rounds of a round's median batch mean (batches of
 //! 1,000 round trips), and the difference from `seal` is per direction.
 //! The patterns take turns in every round, so that a change of the

@@ -43,7 +43,7 @@
 //! `ANSWER=1` the receiver then answers each burst with an empty message,
 //! which the main thread receives, both outside the toggles: each
 //! endpoint's inbox then sees a round trip's pattern (one frame, one
-//! answer), which alone keeps it to the ring's first lines
+//! answer), which alone keeps it to the ring's warm start
 //! (`Inbox::answered`), so that with bursts of 1 the two counts are a
 //! round trip's two halves of one direction. 2,000
 //! bursts warm up first, outside the toggles; then `N` messages (default

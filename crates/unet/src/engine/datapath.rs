@@ -2878,17 +2878,17 @@ pub(super) mod tests {
     }
 
     /// Two endpoints with the lent standard applet on two threads, 1,000
-    /// bytes from `a` to `b`, one at a time: where `b` answers each
-    /// message (a round trip), both inboxes keep to the ring's first lines
-    /// (each endpoint's sends tell its inbox, [`inbox::Inbox::answered`],
-    /// whether by `send` and its `doTx`, as here); where `b` only receives
-    /// (a stream it keeps up with), `b`'s inbox is never marked and its
-    /// producer walks the ring.
+    /// bytes from `a` to `b`, one at a time, enough to pass the warm
+    /// window's end: where `b` answers each message (a round trip), both
+    /// inboxes keep to the ring's warm start (each endpoint's sends tell
+    /// its inbox, [`inbox::Inbox::answered`], whether by `send` and its
+    /// `doTx`, as here); where `b` only receives (a stream it keeps up
+    /// with), `b`'s inbox is never marked and its producer walks the ring.
     #[test]
-    fn a_round_trip_keeps_to_its_inboxs_first_lines_and_a_stream_walks_on() {
+    fn a_round_trip_keeps_to_its_inboxs_warm_start_and_a_stream_walks_on() {
         use std::sync::atomic::AtomicUsize;
-        const N: usize = 200;
         let msg = [7u8; 1000];
+        let n = inbox::COLD as usize / msg.len() + 50;
         for answer in [true, false] {
             let e = engine();
             let lent = Some(crate::applets::STANDARD_LENT);
@@ -2897,7 +2897,7 @@ pub(super) mod tests {
             let got = AtomicUsize::new(0);
             std::thread::scope(|s| {
                 s.spawn(|| {
-                    for _ in 0..N {
+                    for _ in 0..n {
                         let m = loop {
                             if let Some(m) = b.recv() {
                                 break m.to_vec();
@@ -2911,7 +2911,7 @@ pub(super) mod tests {
                         }
                     }
                 });
-                for k in 0..N {
+                for k in 0..n {
                     a.send(ab, &msg).unwrap();
                     if answer {
                         while a.recv().is_none() {
@@ -2924,7 +2924,7 @@ pub(super) mod tests {
                     }
                 }
             });
-            assert_eq!(got.load(Ordering::Relaxed), N);
+            assert_eq!(got.load(Ordering::Relaxed), n);
             let (at_a, at_b) = (pa.inbox.producer_at(), pb.inbox.producer_at());
             if answer {
                 // Within a frame's footprint past the warm start (a
@@ -2940,13 +2940,15 @@ pub(super) mod tests {
     }
 
     /// The ping-pong applets on two threads, 1,000 bytes bounced between
-    /// their `doRx`s: each `doRx` that answers tells its inbox
+    /// their `doRx`s, each inbox's frames past the warm start a few times:
+    /// each `doRx` that answers tells its inbox
     /// ([`inbox::Inbox::answered`], from the drain), so both inboxes keep
-    /// to the ring's first lines.
+    /// to the ring's warm start.
     #[test]
-    fn a_ping_pong_between_two_threads_keeps_to_its_inboxs_first_lines() {
+    fn a_ping_pong_between_two_threads_keeps_to_its_inboxs_warm_start() {
         use std::sync::atomic::AtomicBool;
-        const N: i32 = 200;
+        const N: i32 = 400;
+        const _: () = assert!(N as u64 * 1000 / 2 > 3 * inbox::WARM);
         let e = engine();
         let pp = Some(crate::applets::PING_PONG);
         let (mut a, mut b, ab, _) = linked(&e, pp, pp);

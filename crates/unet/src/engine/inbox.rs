@@ -78,7 +78,8 @@
 //!   in two places: between [`WARM`] and [`COLD`] bytes, where a
 //!   consumer that answers each frame ([`Inbox::answered`]) marked it
 //!   empty at the end of a drain ([`Inbox::idle`]), so that a round
-//!   trip's messages keep to the ring's first lines, warm in both cores' caches; and past
+//!   trip's messages keep to the ring's first 64 KiB, in both cores'
+//!   caches, the producer reading the mark once a pass; and past
 //!   [`HOT`] bytes, by the consumer's give-back, so that a steady stream
 //!   of bursts keeps to the first quarter MiB, and only those pages are
 //!   ever touched (the rest of the ring is there for the budgets' frames).
@@ -188,41 +189,49 @@ const KIND_PAD: u16 = 1;
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer between this offset and [`COLD`] goes back to the ring's
 /// start where the consumer marked the ring empty at the producer's tail
-/// ([`Inbox::idle`]): the warm start a round trip keeps to, 16 lines, in
-/// both cores' caches, whatever its frames' size.
+/// ([`Inbox::idle`]): the warm start a round trip keeps to, 64 KiB,
+/// whatever its frames' size.
 ///
 /// A producer reads the mark's line, which the consumer wrote, once a
 /// pass over the warm start, before it writes its entry: a line from the
-/// other core on the round trip's way. So the longer the pass, the fewer
-/// pushes pay for it. Until 2026-12-06 frames of one line (messages of up
-/// to 56 bytes) went back after 256 bytes, one push in six at 40 bytes
-/// (footprint 48), and producers of longer frames read the line at each
-/// push from 256 bytes until the consumer's first mark at 1 KiB; with 1
-/// KiB for all, the lent standard applet's round trip on `loop` at 40 and
-/// 56 B went from 1.41x and 1.50x U-Net's to 1.27x, and 0 B from 1.27x to
-/// 1.23x (docs/benchmarks.md, "The warm start's mark read once in 16
-/// lines"). Four lines had been chosen while short entries crossed in
-/// the ring (a pair at 56 B then ran 10 to 20% slower after its first ten
-/// thousand round trips with 16); they now cross on the tag's line
-/// ([`COPY_MAX`]), and a pair's steady state is no slower with 16. With 2
-/// KiB for frames of one line, 0 to 56 B read the same as with 1 KiB and
-/// 57 and 200 B worse; with 4 KiB for longer frames, the standard
-/// applet's 1 KiB round trip was 1.82x U-Net's against 1.69x ("A round
-/// trip's inbox kept warm"). Only a consumer that answers each frame
-/// marks it ([`Inbox::answered`]): marked by every drain, a stream of
-/// small frames that the consumer keeps up with went back so too, and ran
-/// 1 to 15% slower at 256 and 512 B ("A round trip's inbox kept warm").
+/// other core on the round trip's way, which the consumer's next mark
+/// then takes back. So a push pays for it once in `WARM / footprint`
+/// pushes: the longer the pass, the less. With 1 KiB, a round trip of
+/// 1 KiB messages paid it at every push, one of 1,000 bytes at every
+/// second and one of 56 bytes at one push in 16. On the Intel Xeon guest,
+/// whose line crosses in some 125 ns, the lent standard applet's round
+/// trip on `loop` went with 64 KiB from 1.51-1.61x U-Net's to 1.33-1.34x
+/// at 1 KiB, 1.45-1.47x to 1.31x at 2 KiB, 1.54-1.58x to 1.44-1.47x at
+/// 57 B and 1.29-1.32x to 1.23x at 56 B, 0 B level (`rtt-compare.py`,
+/// two sets of twenty rounds); its sender's part of a 1 KiB direction
+/// some 50 ns shorter (docs/benchmarks.md, "The warm start a pass of 64
+/// KiB"). 16 KiB took most of that; 128 KiB more at 4 KiB only. What the
+/// pass costs is room in the caches: a round trip's frames walk 64 KiB of
+/// the ring (a stream's walk [`HOT`] bytes anyway), and an entry of up to
+/// [`COPY_MAX`] bytes crosses on the tag's line, its ring line never read
+/// by the consumer. Until 2026-12-06 the warm start was 1 KiB (and 256
+/// bytes for frames of one line before that day's first change): four
+/// lines had been chosen while short entries crossed in the ring, whose
+/// lines were then best kept few and hot. Only a consumer that answers
+/// each frame marks it ([`Inbox::answered`]): marked by every drain, a
+/// stream of small frames that the consumer keeps up with went back so
+/// too, and ran 1 to 15% slower at 256 and 512 B ("A round trip's inbox
+/// kept warm").
 #[cfg(not(loom))]
-pub const WARM: u64 = 1 << 10;
+pub const WARM: u64 = 64 << 10;
 /// Past this offset the consumer marks nothing and a producer walks on
 /// (to [`HOT`]): a stream's bursts longer than this go through the ring.
-/// With the mark's going back at any offset up to [`HOT`], burst-25 at 4
+/// The window from [`WARM`] is 128 KiB wide, so that a round trip's
+/// frames of up to that footprint land in it and go back (and two frames
+/// of just over `WARM` end within it, as the tests' do). Below [`HOT`]:
+/// with the mark's going back at any offset up to `HOT`, burst-25 at 4
 /// KiB fell from 44% of plain U-Net to 25% (with the mark read and no
 /// going back, 41%): what costs a stream is its frames kept to lines the
 /// consumer has just read, likely because the producer's stores then take
-/// each line back from the consumer's cache.
+/// each line back from the consumer's cache. (Streams no longer mark:
+/// [`Inbox::answered`].)
 #[cfg(not(loom))]
-pub const COLD: u64 = 16 << 10;
+pub const COLD: u64 = 192 << 10;
 /// A producer that finds the ring empty past this offset by the
 /// consumer's give-back goes back to its start (checked at most every
 /// [`HOT_CHECK`] bytes): a stream's warm start, within a core's L2.

@@ -408,11 +408,14 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
     // round trip's messages): from the second frame's drain on (the first
     // after an answer to one frame), the consumer marks the ring empty
     // once past the warm start (`WARM`, whatever the frames' size), and
-    // the next push goes back to its start.
+    // the next push goes back to its start. Three passes over the warm
+    // start of each size, and more.
     for len in [1, 40, 56, 57, 200, 1000, 4000] {
         let i = Locked::new(1024, 4 << 20);
+        let pass = WARM.div_ceil(footprint(len)).max(1);
+        let n = 3 * (pass + 1) + 200;
         let mut back = 0;
-        for k in 0..2000u32 {
+        for k in 0..n as u32 {
             let (before, tail) = {
                 let p = lock(&i.prod.0);
                 (p.at, p.tail)
@@ -432,24 +435,24 @@ fn a_round_trip_keeps_to_the_rings_first_lines() {
                 assert_eq!(i.restart.0.load(Ordering::Relaxed), tail);
             }
         }
-        // Once a pass over the warm start: every frame past the first of
-        // the 4,000-byte ones.
-        let pass = WARM.div_ceil(footprint(len)).max(1);
-        assert!(back >= 2000 / (pass + 1) - 1, "{len} B: back {back} times");
+        // Once a pass over the warm start.
+        assert!(back >= n / (pass + 1) - 1, "{len} B: back {back} times");
     }
 }
 
 #[test]
-fn a_round_trips_producer_reads_a_new_mark_once_in_sixteen_lines() {
+fn a_round_trips_producer_reads_a_new_mark_once_a_pass_over_the_warm_start() {
     // Each mark the consumer stores is a line the producer then reads from
     // the other core, before it writes its entry: on the round trip's way.
-    // Whatever the frames' size, a pass over 16 lines of frames makes at
-    // most one (with four lines for frames of one line, a 40-byte round
-    // trip made one every six pushes).
-    for len in [0, 1, 40, 56, 57, 200, 1000] {
+    // Whatever the frames' size, a pass over the warm start's `WARM` bytes
+    // of frames makes at most one (with four lines for frames of one
+    // line, a 40-byte round trip made one every six pushes; with 16, a
+    // 1,000-byte one made one at every push).
+    for len in [0, 1, 40, 56, 57, 200, 1000, 4000] {
         let i = Locked::new(1024, 4 << 20);
         let (mut marks, mut last, mut bytes) = (0u64, u64::MAX, 0u64);
-        for k in 0..3000u32 {
+        let n = 3 * WARM.div_ceil(footprint(len)) + 100;
+        for k in 0..n as u32 {
             i.push(1, len, fill_with(k as u8)).unwrap();
             bytes += footprint(len);
             assert_eq!(take_all(&i).len(), 1, "{len} B");
@@ -462,8 +465,14 @@ fn a_round_trips_producer_reads_a_new_mark_once_in_sixteen_lines() {
         }
         assert!(marks > 1, "{len} B: marked {marks} times");
         assert!(
-            marks <= bytes / 1024 + 1,
+            marks <= bytes / WARM + 1,
             "{len} B: {marks} marks over {bytes} bytes of frames"
+        );
+        // And at most one in 16 pushes, up to 4,000-byte frames (with a
+        // 1 KiB warm start, one at every push of 1,000 bytes).
+        assert!(
+            marks <= u64::from(n as u32) / 16 + 1,
+            "{len} B: {marks} marks over {n} pushes"
         );
     }
 }
@@ -478,7 +487,8 @@ fn a_restart_is_told_by_the_last_push_tag_or_else_by_its_own_line() {
         // restart's own line never read, restart or not.
         let before = reads();
         let mut back = 0;
-        for k in 0..300u32 {
+        let n = 3 * WARM.div_ceil(footprint(len)) + 100;
+        for k in 0..n as u32 {
             i.push(1, len, fill_with(k as u8)).unwrap();
             assert_eq!(take_all(&i), vec![(1, len, k as u8)], "{len} B");
             i.answered();
@@ -557,23 +567,24 @@ fn a_header_longer_than_its_tag_says_is_dropped_as_a_wrong_one() {
 
 #[test]
 fn a_stream_longer_than_the_warm_start_walks_the_ring() {
-    // Bursts of five 4,000-byte frames, drained after each: 20 KB, past
+    // Bursts of 4,000-byte frames, drained after each, each burst past
     // `COLD`. The consumer marks nothing, and the producer goes on through
     // the ring (its stores then meet lines the consumer read a pass
     // before, not the ones it has just read), going back only past `HOT`
     // where it finds the ring empty by the consumer's give-back.
     let i = Locked::new(1024, 4 << 20);
     let len = 4000;
+    let per = (COLD / footprint(len)) as u32 + 1;
     let (mut furthest, mut back) = (0, false);
     for burst in 0..200u32 {
-        for k in 0..5u32 {
-            i.push(1, len, fill_with((burst * 5 + k) as u8)).unwrap();
+        for k in 0..per {
+            i.push(1, len, fill_with((burst * per + k) as u8)).unwrap();
         }
         let got = take_all(&i);
         assert_eq!(
             got,
-            (0..5)
-                .map(|k| (1, len, (burst * 5 + k) as u8))
+            (0..per)
+                .map(|k| (1, len, (burst * per + k) as u8))
                 .collect::<Vec<_>>()
         );
         let at = lock(&i.prod.0).at;
@@ -621,35 +632,36 @@ fn a_stream_the_consumer_keeps_up_with_walks_the_ring() {
     // never answers, or answers once every 25 frames (burst-25's
     // acknowledgements), marks nothing: the producer walks past `COLD`
     // rather than keeping to the lines the consumer has just read.
+    let n = (COLD / footprint(200)) as u32 + 50;
     for every in [0, 25, 2] {
         let i = Locked::new(1024, 4 << 20);
-        let (back, furthest) = stream(&i, 400, 200, every);
+        let (back, furthest) = stream(&i, n, 200, every);
         assert_eq!(back, 0, "answers every {every}");
         assert!(furthest >= COLD, "answers every {every}: {furthest}");
         assert_eq!(i.idle.0.load(Ordering::Relaxed), u64::MAX);
     }
-    // One answer to a single frame, then a stream without answers: the
-    // frame after the answer is marked (its drain is a round trip's), and
-    // nothing after it.
+    // One answer to a single frame past the warm start, then a stream
+    // without answers: the frame after the answer is marked (its drain is
+    // a round trip's), and nothing after it.
     let i = Locked::new(1024, 4 << 20);
-    stream(&i, 10, 200, 0);
+    stream(&i, (WARM / footprint(200)) as u32, 200, 0);
     i.answered();
     stream(&i, 1, 200, 1);
-    let (back, furthest) = stream(&i, 400, 200, 0);
+    let (back, furthest) = stream(&i, n, 200, 0);
     assert_eq!(back, 1);
     assert!(furthest >= COLD, "{furthest}");
 }
 
 #[test]
 fn a_mark_behind_the_tail_sends_no_producer_back() {
-    // The consumer marks the ring empty at 2,216 bytes, past `WARM`, at
-    // the end of the drain of the frame after its answer to the first;
-    // one push goes back to the start on it, and the next, with that
-    // frame still waiting, finds the mark behind its tail and writes on
-    // after it.
+    // The consumer marks the ring empty at two frames' footprint, past
+    // `WARM`, at the end of the drain of the frame after its answer to
+    // the first; one push goes back to the start on it, and the next,
+    // with that frame still waiting, finds the mark behind its tail and
+    // writes on after it.
     let i = Locked::new(1024, 4 << 20);
-    let len = 1100;
-    assert!(footprint(len) >= WARM);
+    let len = WARM as usize + 76;
+    assert!(footprint(len) >= WARM && 2 * footprint(len) < COLD);
     i.push(1, len, fill_with(1)).unwrap();
     assert_eq!(take_all(&i), vec![(1, len, 1)]);
     // No answer before it: nothing marked.
@@ -673,7 +685,7 @@ fn a_second_answer_to_one_frame_keeps_its_mark() {
     // any frame, and a second answer to one frame, whose consumer still
     // answers each frame, so the next frame's drain marks.
     let i = Locked::new(1024, 4 << 20);
-    let len = 1100;
+    let len = WARM as usize + 76;
     i.answered();
     i.push(1, len, fill_with(1)).unwrap();
     assert_eq!(take_all(&i), vec![(1, len, 1)]);
@@ -1215,7 +1227,8 @@ fn a_wrong_kind_drops_the_rest_and_never_loops() {
 
 #[test]
 fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
-    let i = Locked::new(64, 1 << 16);
+    // Budgets for frames past the warm start.
+    let i = Locked::new(64, 1 << 18);
     let lines = |i: &Inbox| i.next_lines().map(|(_, at, n)| (at, n));
     // The line the next frame is expected to start in, asked for or not.
     let line_of_next = |i: &Inbox| {
@@ -1259,24 +1272,26 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
         // Each frame answered, as in a round trip.
         i.answered();
     }
-    // After a frame longer than that (1000 B: 17 lines), none: the
-    // producer writes them while the consumer waits.
-    i.push(0, 1000, fill_with(1)).unwrap();
+    // After a frame longer than that (the warm start's length, past it
+    // from 752 bytes), none: the producer writes them while the consumer
+    // waits.
+    let long = WARM as usize;
+    i.push(0, long, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(lines(&i), None);
     i.answered();
     // A short one again: nothing asked for, and expected at the ring's
     // start: the ring was found empty past the warm start, `WARM` (at
-    // 1,760 bytes), so the producer went back to its start.
+    // 752 + 8 + `WARM` bytes), so the producer went back to its start.
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!((line_of_next(&i), lines(&i)), (0, None));
-    // Unanswered, the next frame ends past its warm start (8 + 1,104
-    // bytes) and nothing is marked.
+    // Unanswered, the next frame ends past the warm start (8 + 80 +
+    // `WARM` bytes) and nothing is marked.
     let mark = i.idle.0.load(Ordering::Relaxed);
-    i.push(0, 1096, fill_with(1)).unwrap();
+    i.push(0, long + 72, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
-    assert_eq!(lock(&i.prod.0).at, 1112);
+    assert_eq!(lock(&i.prod.0).at, WARM + 88);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), mark);
     // An answer to those two: the next frame's drain is no round trip's,
     // and the next frame is expected after it.
@@ -1284,7 +1299,8 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), mark);
-    assert_eq!((line_of_next(&i), lines(&i)), (1088, None));
+    let line = WARM as usize + 64;
+    assert_eq!((line_of_next(&i), lines(&i)), (line, None));
     // An answer to that one frame: the drain of the next, run alone and
     // finding the ring empty past `WARM`, marks it there, and the next
     // frame is expected in the ring's first line, where the producer's
@@ -1293,7 +1309,7 @@ fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
     i.push(0, 0, fill_with(1)).unwrap();
     assert_eq!(take_all(&i).len(), 1);
     let tail = lock(&i.prod.0).tail;
-    assert_eq!(lock(&i.prod.0).at, 1128);
+    assert_eq!(lock(&i.prod.0).at, WARM + 104);
     assert_eq!(i.idle.0.load(Ordering::Relaxed), tail);
     assert_eq!((line_of_next(&i), lines(&i)), (0, None));
     i.push(0, 0, fill_with(1)).unwrap();
