@@ -25,7 +25,8 @@
 //! ```sh
 //! cargo build --release -p unet --example rtt_split
 //! target/release/examples/rtt_split 5 0,56,57,1024   # runs of each, sizes
-//! ONLY_LENT=1 target/release/examples/rtt_split 3 1024  # the applet's row alone
+//! ROWS=lent target/release/examples/rtt_split 3 1024  # one row alone (`unet` or `lent`),
+//!                                                      # for a profile of it
 //! ```
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,11 +109,17 @@ fn main() {
         std::process::exit(1);
     };
     let old = unet::affinity::pin(cpus[0]);
-    let rows: &[(&str, Option<&[u8]>)] = if std::env::var_os("ONLY_LENT").is_some() {
-        &[("lent", Some(unet::applets::STANDARD_LENT))]
-    } else {
-        &[("unet", None), ("lent", Some(unet::applets::STANDARD_LENT))]
-    };
+    let all: [(&str, Option<&[u8]>); 2] =
+        [("unet", None), ("lent", Some(unet::applets::STANDARD_LENT))];
+    let only = std::env::var("ROWS").ok();
+    let rows: Vec<_> = all
+        .into_iter()
+        .filter(|(name, _)| only.as_deref().is_none_or(|o| o == *name))
+        .collect();
+    if rows.is_empty() {
+        eprintln!("rtt_split: ROWS is `unet` or `lent`");
+        std::process::exit(2);
+    }
     println!(
         "ns, medians of {runs} runs' medians; CPUs {} and {}",
         cpus[0], cpus[1]
@@ -122,11 +129,11 @@ fn main() {
         // The rows take turns within each run of the set.
         let mut figures = vec![Vec::new(); rows.len()];
         for _ in 0..runs {
-            for (f, &(_, applet)) in figures.iter_mut().zip(rows) {
+            for (f, &(_, applet)) in figures.iter_mut().zip(&rows) {
                 f.push(run(applet, size, cpus));
             }
         }
-        for (f, &(name, _)) in figures.iter().zip(rows) {
+        for (f, &(name, _)) in figures.iter().zip(&rows) {
             let m: Vec<f64> = (0..5)
                 .map(|k| median(&mut f.iter().map(|r| r[k]).collect::<Vec<_>>()))
                 .collect();
