@@ -209,10 +209,15 @@ const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_M
 /// pass costs is room in the caches: a round trip's frames walk 64 KiB of
 /// the ring (a stream's walk [`HOT`] bytes anyway), and an entry of up to
 /// [`COPY_MAX`] bytes crosses on the tag's line, its ring line never read
-/// by the consumer. Until 2026-12-06 the warm start was 1 KiB (and 256
-/// bytes for frames of one line before that day's first change): four
-/// lines had been chosen while short entries crossed in the ring, whose
-/// lines were then best kept few and hot. Only a consumer that answers
+/// by the consumer. On the AMD EPYC guest, whose lines cross faster and
+/// whose L2 is a quarter of the Xeon's, a 4 KiB start for long frames
+/// made the 1 KiB round trip slower than a 1 KiB start (1.82x against
+/// 1.69x, "A round trip's inbox kept warm", before the copy beside the
+/// tag and the copies that ask for their lines first); it has not been
+/// measured there since. Until 2026-12-06 the warm start was 1 KiB (and
+/// 256 bytes for frames of one line before that day's first change):
+/// four lines had been chosen while short entries crossed in the ring,
+/// whose lines were then best kept few and hot. Only a consumer that answers
 /// each frame marks it ([`Inbox::answered`]): marked by every drain, a
 /// stream of small frames that the consumer keeps up with went back so
 /// too, and ran 1 to 15% slower at 256 and 512 B ("A round trip's inbox
