@@ -98,6 +98,10 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let runs: usize = args.get(1).map_or(5, |s| s.parse().expect("runs: a count"));
+    if runs == 0 {
+        eprintln!("rtt_split: runs is at least 1");
+        std::process::exit(2);
+    }
     let sizes: Vec<usize> = args
         .get(2)
         .map_or("0,56,57,1024", String::as_str)
