@@ -402,7 +402,7 @@ fn a_short_entry_at_the_rings_end_is_copied_whole_from_past_it() {
 }
 
 #[test]
-fn a_round_trip_keeps_to_the_rings_first_lines() {
+fn a_round_trip_keeps_to_the_rings_warm_start() {
     // The default budgets (1,024 frames, 4 MiB): a ring of over 8 MiB.
     // One frame at a time, each drained before the next and answered (a
     // round trip's messages): from the second frame's drain on (the first
