@@ -4,12 +4,18 @@
 //! echo's receive call returning the message (t1 to t2: the lines'
 //! crossing, the waiting loop's turn, the receive's own path and its copy
 //! out), the echo's send (t2 to t3), and back (t3 to t4). U-Net without
-//! applet, or the bare SPSC ring that `loop_rtt` compares it with
-//! (`unet::peer`), at one size.
+//! applet, U-Net with the lent standard applet on both endpoints
+//! (`unet::applets::STANDARD_LENT`, the demo's "std lent"), or the bare
+//! SPSC ring that `loop_rtt` compares it with (`unet::peer`), at one size.
+//! The lent applet's 1 KiB `send` here is what showed the inbox's warm
+//! start read at every push (docs/benchmarks.md, "The warm start a pass
+//! of 64 KiB"); run the kinds in turn for a comparison, and under `perf
+//! record -e cpu-clock` for a profile in time.
 //!
 //! ```sh
 //! cargo build --release -p unet --example loop_split
 //! target/release/examples/loop_split unet 0 20000
+//! target/release/examples/loop_split lent 0 20000
 //! target/release/examples/loop_split ring 0 20000
 //! ```
 //!
@@ -21,13 +27,14 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, recv_into, ring_pair, send_all, tsc, unet_pair};
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, tsc, unet_pair_with};
 
 /// The sender's t0, t1, t4 and the echo's t2, t3 of each round trip.
 type Stamps = (Vec<[u64; 3]>, Vec<[u64; 2]>);
 
-fn unet(size: usize, n: usize) -> Stamps {
-    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
+/// U-Net's round trips, with `applet` on both endpoints or none.
+fn unet(applet: Option<&[u8]>, size: usize, n: usize) -> Stamps {
+    let (_e, mut a, mut b, ab, ba) = unet_pair_with(Config::default(), applet);
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = Vec::with_capacity(65536);
@@ -101,9 +108,13 @@ fn main() {
     unet::affinity::pin(0);
     let (c0, t0) = (Instant::now(), tsc());
     let (mine, theirs) = match which {
-        "unet" => unet(size, n),
+        "unet" => unet(None, size, n),
+        "lent" => unet(Some(unet::applets::STANDARD_LENT), size, n),
         "ring" => ring(size, n),
-        _ => panic!("unet or ring"),
+        _ => {
+            eprintln!("loop_split: unet, lent or ring");
+            std::process::exit(2);
+        }
     };
     let ns_per_tick = c0.elapsed().as_secs_f64() * 1e9 / (tsc() - t0) as f64;
     // The first quarter is warm-up.
