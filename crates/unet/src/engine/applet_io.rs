@@ -1880,7 +1880,7 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
     // writes its frame there, and the frame joins the outbox here
     // (`Io::take_frame`), before anything else reads it.
     let chan = msg.chan();
-    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, chan, me);
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, chan, msg.len(), me);
     if may {
         rx.io.defer = true;
         rx.io.lend_tail(chan);

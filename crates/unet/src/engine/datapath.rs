@@ -1635,14 +1635,23 @@ impl Engine {
     /// against 33.7-35.0% without deferring (three alternated runs,
     /// 2026-11-30). The engine's test first: with verdicts unkept, every
     /// message is framed, and that `doTx` pays one load.
+    ///
+    /// Where the guess is another thread's applet, whose inbox the message
+    /// of `len` bytes would go into, the lines its push will write are
+    /// asked for now, before `doTx` runs
+    /// ([`inbox::Inbox::ask_for_push_lines`]): taken from the consumer's
+    /// core meanwhile, they are here when the push stores the tag.
     #[inline(always)]
-    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16, me: Me) -> bool {
+    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16, len: u32, me: Me) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
             Some(Some(ch)) if ch.direct()
                 && ch.verdict.peer.as_deref().is_some_and(|dst| {
                     dst.owner.load(Ordering::Relaxed) == me.token()
-                        || dst.has_applet.load(Ordering::Relaxed)
+                        || (dst.has_applet.load(Ordering::Relaxed) && {
+                            dst.inbox.ask_for_push_lines(len as usize);
+                            true
+                        })
                 }))
     }
 
@@ -2872,8 +2881,49 @@ pub(super) mod tests {
         // And that way opens the window for this peer (another thread's,
         // with an applet), so the message went by `enqueue_deferred`.
         assert!(
-            e.may_defer(&pa.tx.lock(), ab, Me::current()),
+            e.may_defer(&pa.tx.lock(), ab, 5, Me::current()),
             "no deferring window for another thread's applet"
+        );
+    }
+
+    /// A `doTx` whose message will go into another thread's applet inbox
+    /// has the lines its push writes asked for before it runs
+    /// ([`inbox::Inbox::ask_for_push_lines`], from `may_defer`): the tag's
+    /// line at every length, and for an entry longer than the copy beside
+    /// the tag, the ring's lines from the producers' position, where the
+    /// entry then lies, up to [`inbox::ASK_LINES_MAX`] of them. A message
+    /// to this thread's own receiver, delivered without its inbox, asks
+    /// for nothing. Every message arrives whole.
+    #[test]
+    fn a_send_to_another_threads_applet_asks_for_its_push_lines_before_dotx() {
+        use inbox::{PUSH_ASKED, TAG_ASKED};
+        let (e, mut a, mut b, ab) = to_another_thread(0);
+        let pb = e.port(b.id()).unwrap();
+        let line = 64;
+        for len in [0usize, 40, 56, 57, 64, 200, 1000, 1017, 4000] {
+            let msg: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+            let at = pb.inbox.producer_at() as usize;
+            TAG_ASKED.with(|n| n.set(0));
+            PUSH_ASKED.with(|f| f.set(None));
+            a.send(ab, &msg).unwrap();
+            assert_eq!(TAG_ASKED.with(|n| n.get()), 1, "{len} B: the tag's line");
+            let want = (len > inbox::COPY_MAX).then(|| {
+                let footprint = (8 + 7 + len) & !7;
+                let lines = (at % line + footprint).div_ceil(line);
+                (at - at % line, lines.min(inbox::ASK_LINES_MAX))
+            });
+            assert_eq!(PUSH_ASKED.with(|f| f.get()), want, "{len} B at {at}");
+            assert_eq!(recv_elsewhere(&mut b), [msg], "{len} B");
+        }
+        // `b` claimed by this thread: the message goes into its `RxBuf`.
+        assert!(b.recv().is_none());
+        TAG_ASKED.with(|n| n.set(0));
+        a.send(ab, b"here").unwrap();
+        assert_eq!(b.recv().map(|m| m.to_vec()), Some(b"here".to_vec()));
+        assert_eq!(
+            TAG_ASKED.with(|n| n.get()),
+            0,
+            "asked for this thread's own receiver"
         );
     }
 

@@ -295,6 +295,13 @@ std::thread_local! {
     /// the tests.
     pub(crate) static AHEAD: std::cell::RefCell<Vec<usize>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// How many times [`Inbox::ask_for_push_lines`] asked on this thread
+    /// (each time for the tag's line), for the tests.
+    pub(crate) static TAG_ASKED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The ring's lines (offset, lines) [`Inbox::ask_for_push_lines`] last
+    /// asked for on this thread, for the tests.
+    pub(crate) static PUSH_ASKED: std::cell::Cell<Option<(usize, usize)>> =
+        const { std::cell::Cell::new(None) };
     /// The lines of its own (offset in the ring, lines) each drain on this
     /// thread asked for before it ran the last frame published, in order,
     /// for the tests.
@@ -615,6 +622,13 @@ fn lines_spanned(at: usize, fp: usize) -> usize {
     ((at % LINE) + fp).div_ceil(LINE)
 }
 
+/// The most ring lines [`Inbox::ask_for_push_lines`] asks for: about as
+/// many as a core's line-fill buffers (a longer entry's other lines are
+/// asked for by its copy, `shm::copy_message`, just before it writes
+/// them). Asking for up to 64 read level at 1 to 4 KiB.
+#[cfg(not(loom))]
+pub(crate) const ASK_LINES_MAX: usize = 16;
+
 /// The most lines [`Inbox::prefetch_next`] asks for at an empty poll, and
 /// the longest last frame, in lines, for which it asks: a waiting
 /// consumer that asks for the lines of a long frame takes them from the
@@ -736,6 +750,22 @@ impl Ring {
             unsafe { crate::shm::fetch_lines(self.ptr.as_ptr().add(at), lines) }
         }
         #[cfg(loom)]
+        let _ = (at, lines);
+    }
+
+    /// [`Ring::prefetch_lines`] for writing (`prefetchw`,
+    /// `shm::fetch_lines_to_write`): a producer's hint. Not in the loom
+    /// model.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn ask_lines_to_write(&self, at: usize, lines: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if lines > 0 && at <= self.len && lines <= (self.len - at) / LINE {
+            // SAFETY: as in `prefetch_lines`: every line asked for lies
+            // inside the block (checked, without overflow).
+            unsafe { crate::shm::fetch_lines_to_write(self.ptr.as_ptr().add(at), lines) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         let _ = (at, lines);
     }
 
@@ -1021,6 +1051,52 @@ impl Inbox {
             PREFETCHED.with(|f| f.set(Some((at, lines))));
             r.prefetch_lines(at, lines);
         }
+    }
+
+    /// Asks the CPU, for writing (`prefetchw`), for the lines a push of a
+    /// `len`-byte message is expected to write, for a producer that has
+    /// work to do before it pushes: a sender's `doTx`, whose tail push the
+    /// engine will put here (`Engine::may_defer`). The tag's line
+    /// ([`LastPush`]), which a waiting consumer polls, so that the tag's
+    /// store does not wait for it to be taken from the consumer's core;
+    /// and for an entry longer than [`COPY_MAX`] (which the consumer reads
+    /// in the ring), the first [`ASK_LINES_MAX`] of the ring's lines from
+    /// the producers' position, where the entry goes unless a push comes
+    /// first or the producer goes back to the ring's start (the hint is
+    /// then wasted). Asked for some 280 instructions before the push, the
+    /// lines' transfers overlap the invocation instead of holding back
+    /// the stores that publish the message (`loop_rtt`, the lent standard
+    /// applet, docs/benchmarks.md, "The push's lines asked for before
+    /// `doTx`": 1.22x to 1.26x U-Net's round trip at 0 to 56 B before,
+    /// 1.04x to 1.07x after). The tag's line alone before a 57-byte push
+    /// made its round trip slower (1.49x to 1.80x): its entry's lines are
+    /// asked for with it. Only a hint: nothing is read but the
+    /// producers' position, and nothing is written. Nothing in the loom
+    /// model.
+    #[inline(always)]
+    pub fn ask_for_push_lines(&self, len: usize) {
+        #[cfg(all(test, not(loom)))]
+        TAG_ASKED.with(|n| n.set(n.get() + 1));
+        #[cfg(not(loom))]
+        if len > COPY_MAX
+            && let Some(r) = self.ring.get()
+        {
+            // `Relaxed`: a guess, which no write depends on.
+            let at = (self.pos.0.load(Ordering::Relaxed) % self.size as u64) as usize;
+            let lines = lines_spanned(at, footprint(len) as usize).min(ASK_LINES_MAX);
+            #[cfg(test)]
+            PUSH_ASKED.with(|f| f.set(Some((at - at % LINE, lines))));
+            r.ask_lines_to_write(at - at % LINE, lines);
+        }
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        // SAFETY: the line is this live inbox's `LastPush`; a prefetch
+        // neither reads nor writes memory architecturally and never
+        // faults.
+        unsafe {
+            crate::shm::fetch_lines_to_write((&raw const self.last).cast::<u8>(), 1)
+        };
+        #[cfg(loom)]
+        let _ = len;
     }
 
     /// What [`Inbox::prefetch_next`] asks for: the ring, the offset of the
