@@ -1067,12 +1067,14 @@ impl Inbox {
     /// lines' transfers overlap the invocation instead of holding back
     /// the stores that publish the message (`loop_rtt`, the lent standard
     /// applet, docs/benchmarks.md, "The push's lines asked for before
-    /// `doTx`": 1.22x to 1.26x U-Net's round trip at 0 to 56 B before,
-    /// 1.04x to 1.07x after). The tag's line alone before a 57-byte push
-    /// made its round trip slower (1.49x to 1.80x): its entry's lines are
-    /// asked for with it. Only a hint: nothing is read but the
-    /// producers' position, and nothing is written. Nothing in the loom
-    /// model.
+    /// `doTx`": 1.21x to 1.25x U-Net's round trip at 0 to 56 B before,
+    /// 1.02x to 1.07x after; 1.46x to 1.64x at 57 to 512 B before, 1.32x
+    /// to 1.47x after). The tag's line alone before a 57-byte push made
+    /// its round trip slower (1.49x to 1.80x): its entry's lines are asked
+    /// for with it. Inline: out of line, the sender ran fewer instructions
+    /// but read no faster (the same section). Only a hint: nothing is read
+    /// but the producers' position, and nothing is written. Nothing in the
+    /// loom model.
     #[inline(always)]
     pub fn ask_for_push_lines(&self, len: usize) {
         #[cfg(all(test, not(loom)))]
