@@ -736,17 +736,25 @@ impl Ring {
         unsafe { &*self.ptr.as_ptr().add(at).cast::<[u8; COPY_MAX]>() }
     }
 
+    /// Whether the `lines` lines from byte `at` are some and all lie in
+    /// the ring: every line starts at `ptr + at + 64 * i` with `i <
+    /// lines`, below `ptr + at + 64 * lines <= ptr + len` (checked without
+    /// overflow), inside the block. The test of the hints below.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn holds_lines(&self, at: usize, lines: usize) -> bool {
+        lines > 0 && at <= self.len && lines <= (self.len - at) / LINE
+    }
+
     /// Asks the CPU for the `lines` lines from byte `at`, if they all lie
     /// in the ring (a hint: nothing is read; `shm::fetch_lines`). Nothing
     /// in the loom model.
     #[inline(always)]
     fn prefetch_lines(&self, at: usize, lines: usize) {
         #[cfg(not(loom))]
-        if lines > 0 && at <= self.len && lines <= (self.len - at) / LINE {
-            // SAFETY: `lines > 0`, and every line asked for starts at
-            // `ptr + at + 64 * i` with `i < lines`, below `ptr + at + 64 *
-            // lines <= ptr + len` (checked, without overflow): inside the
-            // block.
+        if self.holds_lines(at, lines) {
+            // SAFETY: `lines > 0` and every line asked for is inside the
+            // block (`holds_lines`).
             unsafe { crate::shm::fetch_lines(self.ptr.as_ptr().add(at), lines) }
         }
         #[cfg(loom)]
@@ -760,9 +768,8 @@ impl Ring {
     #[inline(always)]
     fn ask_lines_to_write(&self, at: usize, lines: usize) {
         #[cfg(target_arch = "x86_64")]
-        if lines > 0 && at <= self.len && lines <= (self.len - at) / LINE {
-            // SAFETY: as in `prefetch_lines`: every line asked for lies
-            // inside the block (checked, without overflow).
+        if self.holds_lines(at, lines) {
+            // SAFETY: as in `prefetch_lines` (`holds_lines`).
             unsafe { crate::shm::fetch_lines_to_write(self.ptr.as_ptr().add(at), lines) }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -1085,10 +1092,13 @@ impl Inbox {
         {
             // `Relaxed`: a guess, which no write depends on.
             let at = (self.pos.0.load(Ordering::Relaxed) % self.size as u64) as usize;
-            let lines = lines_spanned(at, footprint(len) as usize).min(ASK_LINES_MAX);
+            let (first, lines) = (
+                at - at % LINE,
+                lines_spanned(at, footprint(len) as usize).min(ASK_LINES_MAX),
+            );
             #[cfg(test)]
-            PUSH_ASKED.with(|f| f.set(Some((at - at % LINE, lines))));
-            r.ask_lines_to_write(at - at % LINE, lines);
+            PUSH_ASKED.with(|f| f.set(Some((first, lines))));
+            r.ask_lines_to_write(first, lines);
         }
         #[cfg(all(target_arch = "x86_64", not(loom)))]
         // SAFETY: the line is this live inbox's `LastPush`; a prefetch
