@@ -509,12 +509,45 @@ impl<T> ShmQueue<T> {
     }
 }
 
+#[cfg(test)]
+std::thread_local! {
+    /// The receive slot [`ShmQueue::ask_for_next_slot`] last asked for on
+    /// this thread (the engine's tests of a sender's hint).
+    pub(crate) static RX_SLOT_ASKED: std::cell::Cell<Option<u32>> =
+        const { std::cell::Cell::new(None) };
+}
+
 impl ShmQueue<RxDesc> {
     /// The receive descriptor slot of item `i` (masked to the depth): in
     /// range, as `new` checked every slot.
     #[inline(always)]
     fn rx_slot(&self, i: u32) -> *mut RxDesc {
         self.slot_ptr(i & (self.q.depth - 1))
+    }
+
+    /// Asks the CPU, for writing (`prefetchw`), for the line of the slot
+    /// the next push goes to, as the published producer index names it
+    /// (read `Relaxed`: a guess, which no write depends on), for a sender
+    /// that has work to do before it pushes (`Engine::send_direct`): the
+    /// receiver polls that slot's seal, and the store that seals it then
+    /// need not wait for the line to be taken from the receiver's core.
+    /// Only a hint: whatever the index holds (the application can write
+    /// it), the slot asked for is one of this queue's, inside the mapping
+    /// (`rx_slot`), and nothing is written.
+    #[inline(always)]
+    pub fn ask_for_next_slot(&self) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        {
+            let n = self.head().load(crate::sync::Ordering::Relaxed);
+            #[cfg(test)]
+            RX_SLOT_ASKED.with(|f| f.set(Some(n & (self.q.depth - 1))));
+            let p = self.rx_slot(n);
+            // SAFETY: `p` is a receive slot inside the mapping (`rx_slot`),
+            // on one line (slots are a line each, line-aligned); a
+            // prefetch neither reads nor writes memory architecturally and
+            // never faults.
+            unsafe { fetch_lines_to_write(p.cast::<u8>(), 1) };
+        }
     }
 
     /// Writes an inline receive descriptor for a `len`-byte message on

@@ -44,6 +44,7 @@ impl Engine {
                 )
             })?;
         let rx_slots = rxq.rx_slots();
+        let rx_queue = rxq.clone();
         let free_slots = freeq.free_slots();
         let stats = Arc::new(PortStats::default());
         let framer = || -> Result<Framer, EngineError> {
@@ -108,6 +109,7 @@ impl Engine {
             seg,
             layout,
             area,
+            rx_queue,
             tx: CacheLine(SideLock::new(TxSide {
                 tx: Consumer::new(txq),
                 framer: framer()?,

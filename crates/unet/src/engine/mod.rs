@@ -1316,6 +1316,10 @@ pub struct Port {
     /// The buffer area of `seg` (`layout`'s), where the engine reads the
     /// message a lent `doTx` deferred ([`AreaBytes::view`]).
     area: AreaBytes,
+    /// The receive queue `rx`'s producer writes, on the same mapping, for
+    /// the hint a sender gives before it takes the receive side's lock
+    /// ([`Port::ask_for_rx_slot`]).
+    rx_queue: RxQueue,
     tx: CacheLine<SideLock<TxSide>>,
     rx: CacheLine<SideLock<RxSide>>,
     /// Whether `rx` holds an applet, so that transmit takes the receive
@@ -1488,6 +1492,19 @@ impl Port {
     #[inline(always)]
     fn applet_elsewhere_as(&self, made: &Outbox, me: Me) -> bool {
         self.owner.load(Ordering::Relaxed) != me.token() || made.used >= self.budgets.inbox_bytes
+    }
+
+    /// Asks for the line of the receive slot the next descriptor pushed
+    /// to this endpoint goes to ([`RxQueue::ask_for_next_slot`]), for a
+    /// sender on this engine with its message's checks still to make
+    /// ([`Engine::send_direct`]), unless the endpoint has an applet (its
+    /// messages go through `doRx`, on its own thread or through its
+    /// inbox, not straight into that slot). A hint only.
+    #[inline(always)]
+    pub(super) fn ask_for_rx_slot(&self) {
+        if !self.has_applet.load(Ordering::Relaxed) {
+            self.rx_queue.ask_for_next_slot();
+        }
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
