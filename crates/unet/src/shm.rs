@@ -298,19 +298,14 @@ impl Segment {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: the address lies within the mapping (checked above);
-            // a prefetch neither reads nor writes memory architecturally
-            // and never faults. `prefetchw` is executed as a no-op by x86
-            // processors that do not implement it; it has no operands but
-            // the address and changes no register or flag.
-            unsafe {
-                let p = self.base.as_ptr().add(off);
-                if write {
-                    core::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-                } else {
-                    core::arch::asm!("prefetcht0 [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-                }
+        // SAFETY: `off` lies within the mapping (checked above), so the one
+        // line asked for holds bytes of it ([`fetch_lines`]' contract).
+        unsafe {
+            let p = self.base.as_ptr().add(off);
+            if write {
+                fetch_lines_to_write(p, 1);
+            } else {
+                fetch_lines(p, 1);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
