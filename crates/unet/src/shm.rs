@@ -531,17 +531,21 @@ impl ShmQueue<RxDesc> {
     /// (`rx_slot`), and nothing is written.
     #[inline(always)]
     pub fn ask_for_next_slot(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        #[cfg(not(loom))]
         {
             let n = self.head().load(crate::sync::Ordering::Relaxed);
             #[cfg(test)]
             RX_SLOT_ASKED.with(|f| f.set(Some(n & (self.q.depth - 1))));
-            let p = self.rx_slot(n);
-            // SAFETY: `p` is a receive slot inside the mapping (`rx_slot`),
-            // on one line (slots are a line each, line-aligned); a
-            // prefetch neither reads nor writes memory architecturally and
-            // never faults.
-            unsafe { fetch_lines_to_write(p.cast::<u8>(), 1) };
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the slot is inside the mapping (`rx_slot`), on one
+            // line (slots are a line each, line-aligned); a prefetch
+            // neither reads nor writes memory architecturally and never
+            // faults.
+            unsafe {
+                fetch_lines_to_write(self.rx_slot(n).cast::<u8>(), 1)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = n;
         }
     }
 
