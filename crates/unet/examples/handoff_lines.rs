@@ -28,10 +28,18 @@
 //! ```sh
 //! cargo build --release -p unet --example handoff_lines
 //! target/release/examples/handoff_lines 9      # rounds, each pattern once a round
+//! SLOTS=1 target/release/examples/handoff_lines 9   # the messages on one line
 //! ```
 //!
-//! Messages cycle through four lines, as a round trip's did through the
-//! inbox's first four until 2026-12-06 (since, through 64 KiB). Each figure is
+//! Messages cycle through four lines (`SLOTS=n`, a power of two, for
+//! another count), as a round trip's did through the
+//! inbox's first four until 2026-12-06 (since, through 64 KiB). With one
+//! line, a run's figure is that line's: how long a line takes to cross
+//! depends on its address (the guest cannot see which L3 slice homes it),
+//! so `seal`'s rounds (each on lines newly allocated) spread from 223 to
+//! 313 ns with one line and from 260 to 306 with 1,024, about the same
+//! median (docs/benchmarks.md, "A pair's round trip set by the line it
+//! crosses on"). Each figure is
 //! the median over the rounds of a round's median batch mean (batches of
 //! 1,000 round trips), and the difference from `seal` is per direction.
 //! The patterns take turns in every round, so that a change of the
@@ -52,19 +60,31 @@ struct Line {
     value: AtomicU64,
 }
 
-/// One direction's lines: the tail, four message lines, the mark.
-#[derive(Default)]
+/// One direction's lines: the tail, the message lines, the mark.
 struct Way {
     tail: Line,
-    slots: [Line; 4],
+    slots: Box<[Line]>,
+    /// `slots.len() - 1` (a power of two).
+    mask: u64,
     mark: Line,
 }
 
 impl Way {
+    /// A direction's lines with `slots` message lines (a power of two).
+    fn new(slots: usize) -> Way {
+        assert!(slots.is_power_of_two(), "SLOTS: a power of two");
+        Way {
+            tail: Line::default(),
+            slots: (0..slots).map(|_| Line::default()).collect(),
+            mask: slots as u64 - 1,
+            mark: Line::default(),
+        }
+    }
+
     /// Sends message `k` (from 0) by `pattern`.
     #[inline(always)]
     fn send(&self, k: u64, pattern: usize) {
-        let slot = &self.slots[(k % 4) as usize];
+        let slot = &self.slots[(k & self.mask) as usize];
         if pattern == 3 {
             std::hint::black_box(self.mark.word.load(Ordering::Acquire));
         }
@@ -82,7 +102,7 @@ impl Way {
     /// Waits for message `k` by `pattern` and reads it.
     #[inline(always)]
     fn recv(&self, k: u64, pattern: usize) -> u64 {
-        let slot = &self.slots[(k % 4) as usize];
+        let slot = &self.slots[(k & self.mask) as usize];
         let seen = if pattern == 0 {
             &slot.word
         } else {
@@ -121,9 +141,10 @@ const ROUND_TRIPS: u64 = 100_000;
 const BATCH: u64 = 1_000;
 
 /// The median batch mean of [`ROUND_TRIPS`] round trips by `pattern`
-/// between this thread (on `cpus[0]`) and a partner on `cpus[1]`, ns.
-fn measure(pattern: usize, cpus: [usize; 2]) -> f64 {
-    let ways: &'static [Way; 2] = Box::leak(Box::default());
+/// between this thread (on `cpus[0]`) and a partner on `cpus[1]`, with
+/// `slots` message lines a direction, ns.
+fn measure(pattern: usize, cpus: [usize; 2], slots: usize) -> f64 {
+    let ways: &'static [Way; 2] = Box::leak(Box::new([Way::new(slots), Way::new(slots)]));
     let partner = std::thread::spawn(move || {
         unet::affinity::pin(cpus[1]);
         for k in 0..ROUND_TRIPS {
@@ -155,6 +176,7 @@ fn main() {
     let rounds: usize = std::env::args()
         .nth(1)
         .map_or(9, |s| s.parse().expect("rounds: a count"));
+    let slots: usize = std::env::var("SLOTS").map_or(4, |v| v.parse().expect("SLOTS: a count"));
     let Some(cpus) = unet::affinity::two_cpus() else {
         eprintln!("handoff_lines: needs two CPUs to pin the threads to");
         std::process::exit(1);
@@ -163,7 +185,7 @@ fn main() {
     let mut figures = vec![Vec::new(); PATTERNS.len()];
     for _ in 0..rounds {
         for (p, f) in figures.iter_mut().enumerate() {
-            f.push(measure(p, cpus));
+            f.push(measure(p, cpus, slots));
         }
     }
     if let Some(old) = old {
@@ -171,7 +193,7 @@ fn main() {
     }
     let seal = median(&mut figures[0].clone());
     println!(
-        "round trip of 8 bytes between CPUs {} and {}, median of {rounds} rounds:",
+        "round trip of 8 bytes between CPUs {} and {} over {slots} message lines, median of {rounds} rounds:",
         cpus[0], cpus[1]
     );
     for (name, f) in PATTERNS.iter().zip(&mut figures) {

@@ -7,6 +7,8 @@
 //! cargo build --release -p unet --example loop_rtt
 //! target/release/examples/loop_rtt 200 0,8,56,57,1024   # 200 batches of 50
 //! BUFS=64x1024 target/release/examples/loop_rtt         # 64 buffers of 1 KiB
+//! RXD=8 target/release/examples/loop_rtt 200 0,56        # receive queues of 8 slots
+//! TRACE=1 LENT=1 STD=1 target/release/examples/loop_rtt 400 0 # every batch's mean, to stderr
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! ONE=1 STD=1 target/release/examples/loop_rtt 200 0,1024 # and the standard applet on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
@@ -16,6 +18,17 @@
 //! WITH=1 target/release/examples/loop_rtt 200 57,1024      # U-Net's sends through send_with
 //! WARMUP=30000 LENT=1 STD=1 target/release/examples/loop_rtt 100 0,56 # each pair's steady state
 //! ```
+//!
+//! `RXD=n`: the two-thread rows' receive queues of `n` slots (a power of
+//! two from 2; 256 by default). U-Net's messages of up to 56 bytes cross
+//! on their slots' lines, and fewer slots make a pair's round trip depend
+//! on fewer lines' addresses: at 8 slots 0.34 µs, at 256 0.31, the same
+//! from there on (docs/benchmarks.md, "A pair's round trip set by the line
+//! it crosses on").
+//!
+//! `TRACE=1`: every batch's mean, in µs, on one line of standard error per
+//! figure: whether a pair's round trip stays at one level for its life
+//! (the standard applet's does, a level drawn per pair) or moves.
 //!
 //! `WARMUP=n`: each pair's round trips before the timed batches (500 by
 //! default). A pair's first ten thousand or so may run faster than its
@@ -90,6 +103,13 @@ fn unet_rtt(send_all: impl SendAll, applet: Option<&[u8]>, size: usize, n: usize
             }
         }
         Err(_) => Config::default(),
+    };
+    let cfg = match std::env::var("RXD") {
+        Ok(v) => Config {
+            rx_depth: v.parse().expect("RXD: a queue depth, e.g. RXD=8"),
+            ..cfg
+        },
+        Err(_) => cfg,
     };
     let (_e, mut a, mut b, ab, ba) = unet_pair_with(cfg, applet);
     let stop = Arc::new(AtomicBool::new(false));

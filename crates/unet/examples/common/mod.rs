@@ -179,7 +179,8 @@ pub fn median_us(mut v: Vec<Duration>) -> f64 {
 /// a pair's steady state: an applet's round trip of up to a few hundred
 /// bytes between two threads could run faster through its first ten
 /// thousand than after), then `n` batches of 50: the median of the
-/// batches' means, µs per round.
+/// batches' means, µs per round (with `TRACE` set, every batch's mean
+/// too, on standard error).
 pub fn batches(n: usize, mut round: impl FnMut()) -> f64 {
     let warm = std::env::var("WARMUP").map_or(500, |v| v.parse().expect("WARMUP: a count"));
     for _ in 0..warm {
@@ -192,6 +193,13 @@ pub fn batches(n: usize, mut round: impl FnMut()) -> f64 {
             round();
         }
         means.push(t.elapsed() / 50);
+    }
+    if std::env::var_os("TRACE").is_some() {
+        let v: Vec<String> = means
+            .iter()
+            .map(|d| format!("{:.3}", d.as_secs_f64() * 1e6))
+            .collect();
+        eprintln!("batches (us): {}", v.join(" "));
     }
     median_us(means)
 }
