@@ -192,8 +192,10 @@ fn main() {
         unet::affinity::restore(&old);
     }
     let seal = median(&mut figures[0].clone());
+    let lines = if slots == 1 { "line" } else { "lines" };
     println!(
-        "round trip of 8 bytes between CPUs {} and {} over {slots} message lines, median of {rounds} rounds:",
+        "round trip of 8 bytes between CPUs {} and {} over {slots} message {lines} a direction, \
+         median of {rounds} rounds:",
         cpus[0], cpus[1]
     );
     for (name, f) in PATTERNS.iter().zip(&mut figures) {
