@@ -14,6 +14,7 @@
 //! NONE=1 valgrind ... target/release/examples/xthr_count 4096 16400     # no applet
 //! QUEUED=1 LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400  # burst-25's sender
 //! ANSWER=1 LENT=1 valgrind ... target/release/examples/xthr_count 40 16400 1  # a round trip's direction
+//! WAITED=1 ANSWER=1 LENT=1 valgrind ... xthr_count 57 16400 1  # with the waiting receiver's give-back
 //! ```
 //!
 //! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
@@ -45,7 +46,16 @@
 //! endpoint's inbox then sees a round trip's pattern (one frame, one
 //! answer), which alone keeps it to the ring's warm start
 //! (`Inbox::answered`), so that with bursts of 1 the two counts are a
-//! round trip's two halves of one direction. 2,000
+//! round trip's two halves of one direction. With `WAITED=1` the
+//! receiver also makes one empty receive call after each burst, outside
+//! the toggles, as a waiting receiver's first poll does before the next
+//! message comes: a message in buffers leaves its buffer gathered for
+//! giving back, and the receive call that finds it so drives the engine
+//! the long way ([`Endpoint::recv_ref`]'s `EmptyPoll::Other`: the buffers
+//! given back, then the engine's whole poll), which a round trip's
+//! receiver does while it waits, not when the message is there. Without
+//! it, the counted receive of a message past 56 bytes includes that way.
+//! 2,000
 //! bursts warm up first, outside the toggles; then `N` messages (default
 //! 16,384, rounded up to bursts) are counted. The instructions per message
 //! are the two functions' totals over `N`.
@@ -141,6 +151,7 @@ fn main() {
     };
     let lent = std::env::var_os("LENT").is_some();
     let answer = std::env::var_os("ANSWER").is_some();
+    let waited = std::env::var_os("WAITED").is_some();
     let none = std::env::var_os("NONE").is_some();
     let net = LoopNet::new();
     let e = Engine::new(Box::new(
@@ -176,6 +187,12 @@ fn main() {
             };
             if answer {
                 b.send(ba, &[]).expect("answered");
+            }
+            if waited {
+                // A waiting receiver's first empty poll, before the next
+                // message comes: it gives back the buffers the last one's
+                // reading gathered, so that the next receive finds none.
+                assert!(b.recv_ref().is_none(), "nothing sent yet");
             }
             done.send(n).unwrap();
         }
