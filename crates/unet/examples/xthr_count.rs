@@ -55,10 +55,9 @@
 //! given back, then the engine's whole poll), which a round trip's
 //! receiver does while it waits, not when the message is there. Without
 //! it, the counted receive of a message past 56 bytes includes that way.
-//! 2,000
-//! bursts warm up first, outside the toggles; then `N` messages (default
-//! 16,384, rounded up to bursts) are counted. The instructions per message
-//! are the two functions' totals over `N`.
+//! 2,000 bursts warm up first, outside the toggles; then `N` messages
+//! (default 16,384, rounded up to bursts) are counted. The instructions
+//! per message are the two functions' totals over `N`.
 
 use std::sync::mpsc;
 
