@@ -23,19 +23,10 @@ use unet::transport::LoopNet;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, batches, recv_into, send_all};
+use common::{Idle, batches, batches_and_sizes, recv_into, send_all};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let n: usize = args
-        .get(1)
-        .map_or(200, |s| s.parse().expect("batches: a count"));
-    let sizes: Vec<usize> = args
-        .get(2)
-        .map_or("0,56,57,1024", String::as_str)
-        .split(',')
-        .map(|s| s.parse().expect("sizes: byte counts, e.g. 0,56,57"))
-        .collect();
+    let (n, sizes) = batches_and_sizes(200, "0,56,57,1024");
     let net = LoopNet::new();
     let engine = unet::Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
     engine.start(1)?;

@@ -84,7 +84,9 @@ use unet::peer::Placement;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, batches, recv_into, send_all, send_all_with, unet_pair_with};
+use common::{
+    Idle, RingRecv, batches, batches_and_sizes, recv_into, send_all, send_all_with, unet_pair_with,
+};
 
 /// A send loop U-Net's rows use: [`send_all`], or [`send_all_with`].
 trait SendAll: Fn(&mut unet::Endpoint, u16, &[u8], Idle) + Copy + Send + 'static {}
@@ -187,14 +189,7 @@ fn ring_rtt(size: usize, n: usize, placement: Placement) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.get(1).map_or(80, |s| s.parse().unwrap());
-    let sizes: Vec<usize> = args
-        .get(2)
-        .map_or("0,56,57,1024".into(), |s| s.clone())
-        .split(',')
-        .map(|s| s.parse().unwrap())
-        .collect();
+    let (n, sizes) = batches_and_sizes(80, "0,56,57,1024");
     unet::affinity::pin(0);
     // `ONLY_ONE`: the one-thread round trips alone, without the threads
     // (for a trace under valgrind, which runs two spinning threads slowly).

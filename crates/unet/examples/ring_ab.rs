@@ -39,7 +39,7 @@ use unet::wait::Backoff;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{batches, tsc};
+use common::{batches, batches_and_sizes, tsc};
 
 trait Peer: Send + 'static {
     fn send(&mut self, msg: &[u8]);
@@ -287,14 +287,8 @@ fn measure<P: Peer>(ab: (P, P), size: usize, n: usize) -> f64 {
 }
 
 fn main() {
+    let (n, sizes) = batches_and_sizes(200, "0,56,57,1024,4096");
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.get(1).map_or(200, |s| s.parse().unwrap());
-    let sizes: Vec<usize> = args
-        .get(2)
-        .map_or("0,56,57,1024,4096".into(), |s| s.clone())
-        .split(',')
-        .map(|s| s.parse().unwrap())
-        .collect();
     let pairs: usize = args.get(3).map_or(4, |s| s.parse().unwrap());
     let which: Vec<String> = args
         .get(4)

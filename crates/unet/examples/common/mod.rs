@@ -1,5 +1,5 @@
 //! The set-up the measuring examples share (`loop_rtt`, `loop_lines`,
-//! `loop_split`, `ring_ab`, each including this file with `#[path]`): a
+//! `loop_split`, `ring_ab`, `daemon_rtt`, each including this file with `#[path]`): a
 //! pair of U-Net endpoints on `loop` and their send and receive loops, the
 //! bare SPSC ring peer they are compared with, and the timing: batches of
 //! round trips and the time-stamp counter.
@@ -167,6 +167,23 @@ impl RingRecv for RingEnd {
             }
         }
     }
+}
+
+/// The command line of the round-trip examples: the batch count (the
+/// first argument, `n` by default) and the message sizes (the
+/// second, comma-separated, `sizes` by default).
+pub fn batches_and_sizes(n: usize, sizes: &str) -> (usize, Vec<usize>) {
+    let args: Vec<String> = std::env::args().collect();
+    let n = args
+        .get(1)
+        .map_or(n, |s| s.parse().expect("batches: a count"));
+    let sizes = args
+        .get(2)
+        .map_or(sizes, String::as_str)
+        .split(',')
+        .map(|s| s.parse().expect("sizes: byte counts, e.g. 0,56,57"))
+        .collect();
+    (n, sizes)
 }
 
 /// The median of `v`, in µs.
