@@ -971,6 +971,17 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
                 Late::Constant(holds)
             })
         }
+        // `e & 0xffffffff = 0` (or `!=`) with a computed `e`: the second
+        // pass, once the right side is known to be 0, drops `sub x`, and
+        // `and #0xffffffff; jeq #0` becomes `jset #0xffffffff`, which
+        // always holds (as a field's, [`relation`]): the comparison never
+        // holds, its loads stay. Another mask's `jset` decides as the
+        // comparison does.
+        ([.., Op::Const(u32::MAX), Op::And], &[Op::Const(0)])
+            if cmp == Cmp::Eq && lhs.len() > 2 =>
+        {
+            Some(Late::Decided(false))
+        }
         _ => None,
     };
     // The accumulator's identity in libpcap's first pass, which folds

@@ -438,6 +438,10 @@ fn every_truncation_of_typical_frames_agrees() {
         "llc rr or llc xid or ether[16] = 0x15",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
+        // `e & 0xffffffff != 0`: libpcap's `jset #0xffffffff` always
+        // holds, so the whole filter is `ret #65535`.
+        "(ether[24:4] * 17 & 0xffffffff != icmpcode & 26 - 6) or rarp host 192.168.1.1",
+        "ip[2:2] + 1 & 0xffffffff = 0 and tcp",
         "not ip[0:2] & 0 == 39498",
         "ether[1] & 0xffffffff != 0 or ether[100] = 1",
         "((arp && sctp) or not ether[129:2] & 0x12 > 0xffff) && icmp[13:2] & 0xff >= 56616 or ip",
