@@ -424,6 +424,31 @@ fn host(proto: Option<Proto>, dir: Dir, addr: u32, mask: u32) -> Cond {
     )
 }
 
+/// `host`/`net` with an IPv6 address (libpcap's `gen_hostop6`): per
+/// direction, the Ethernet type, then the source (22) or destination (38)
+/// address's four words from the first, each under its part of the
+/// prefix's mask. gencode emits all four; a word the prefix leaves out is
+/// `and #0; jeq #0`, which the optimizer removes with its load (as an
+/// IPv4 `net 0.0.0.0/0`'s, [`masked_eq`]).
+fn host6(dir: Dir, addr: [u8; 16], len: u8) -> Cond {
+    let mask = crate::syntax::mask6(len).to_be_bytes();
+    by_dir(dir, |is_src| {
+        let off = if is_src { 22 } else { 38 };
+        let mut tests = vec![ether_type(ETHERTYPE_IPV6)];
+        for w in 0..4 {
+            let word = |b: &[u8; 16]| {
+                u32::from_be_bytes([b[4 * w], b[4 * w + 1], b[4 * w + 2], b[4 * w + 3]])
+            };
+            tests.push(masked_eq(
+                link(off + 4 * w as u32, Size::W),
+                word(&mask),
+                word(&addr),
+            ));
+        }
+        Cond::And(tests)
+    })
+}
+
 /// One port field: equal to `first`, or within `first..=last` for a range.
 fn port_field(field: Field, first: u16, last: u16, range: bool) -> Cond {
     if range {
@@ -590,6 +615,8 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             addr,
             mask,
         } => host(proto, dir, addr, mask),
+        Primitive::Host6 { dir, addr } => host6(dir, addr, 128),
+        Primitive::Net6 { dir, addr, len } => host6(dir, addr, len),
         Primitive::Port {
             proto,
             dir,

@@ -18,7 +18,9 @@
 //! [`Compare`], anything else is a [`Relation`].
 //!
 //! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
-//! must fit in 32 bits. Names of hosts, networks, ports and protocols are
+//! must fit in 32 bits. Addresses are IPv4 dotted quads (or fewer parts
+//! for a network), IPv6 addresses in RFC 4291's text forms (`::`, a
+//! trailing dotted quad) and MAC addresses in libpcap's spellings. Names of hosts, networks, ports and protocols are
 //! not resolved; only the escaped protocol names after `ip proto` and
 //! `ether proto` (`\tcp`, `\ip`, ...) are known. Every error carries the
 //! 1-based column of the offending token.
@@ -239,6 +241,24 @@ pub enum Primitive {
         /// The netmask.
         mask: u32,
     },
+    /// `[ip6] [dir] host ADDR` with an IPv6 address (libpcap's
+    /// `gen_host6`): IPv6 only, with or without the `ip6` qualifier.
+    Host6 {
+        /// The direction.
+        dir: Dir,
+        /// The address.
+        addr: [u8; 16],
+    },
+    /// `[ip6] [dir] net ADDR[/len]` with an IPv6 address, `/128` if no
+    /// length is written.
+    Net6 {
+        /// The direction.
+        dir: Dir,
+        /// The network address (no bits past the prefix).
+        addr: [u8; 16],
+        /// The prefix length, at most 128.
+        len: u8,
+    },
     /// `[tcp|udp|sctp] [dir] port N` or `portrange N-M`.
     Port {
         /// The protocol qualifier; `None` means SCTP, TCP and UDP.
@@ -408,6 +428,8 @@ enum Tok {
     Addr(Vec<u32>, String),
     /// A MAC address, with its text.
     Mac([u8; 6], String),
+    /// An IPv6 address, with its text.
+    Addr6([u8; 16], String),
     LParen,
     RParen,
     LBrack,
@@ -430,7 +452,9 @@ impl Tok {
         match self {
             Tok::Word(w) => format!("{w:?}"),
             Tok::Escaped(w) => format!("\"\\{w}\""),
-            Tok::Num(_, t) | Tok::Addr(_, t) | Tok::Mac(_, t) => format!("{t:?}"),
+            Tok::Num(_, t) | Tok::Addr(_, t) | Tok::Mac(_, t) | Tok::Addr6(_, t) => {
+                format!("{t:?}")
+            }
             Tok::LParen => "\"(\"".into(),
             Tok::RParen => "\")\"".into(),
             Tok::LBrack => "\"[\"".into(),
@@ -507,6 +531,23 @@ fn mac(text: &str) -> Option<[u8; 6]> {
     Some(m)
 }
 
+/// An IPv6 address as libpcap's scanner takes one (its `V6` patterns,
+/// then `inet_pton`): groups of one to four hex digits separated by `:`,
+/// one `::` at most standing for the groups left out, the last 32 bits
+/// possibly a dotted quad. Text with no `:` is not one, so that a plain
+/// number or an IPv4 address never reads as one.
+fn ipv6(text: &str) -> Option<[u8; 16]> {
+    if !text.contains(':') {
+        return None;
+    }
+    text.parse::<std::net::Ipv6Addr>().ok().map(|a| a.octets())
+}
+
+/// The mask of an IPv6 prefix of `len` bits (at most 128), as a number.
+pub(crate) fn mask6(len: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
+}
+
 fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
     let chars: Vec<char> = src.chars().collect();
     let mut toks = Vec::new();
@@ -528,6 +569,27 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
             let text: String = chars[i..j].iter().collect();
             if let Some(m) = mac(&text) {
                 toks.push((Tok::Mac(m, text), column));
+                i = j;
+                continue;
+            }
+        }
+        // An IPv6 address: the longest run of hex digits, `:` and `.`
+        // that starts here (as the scanner's longest match takes it),
+        // beginning with a hex digit that does not continue a word, or
+        // with `::`. What follows the run lexes on its own (`fe80::1g` is
+        // an address and then a name, an error either way).
+        if (c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1])))
+            || (c == ':' && chars.get(i + 1) == Some(&':'))
+        {
+            let mut j = i;
+            while j < chars.len()
+                && (chars[j].is_ascii_hexdigit() || chars[j] == ':' || chars[j] == '.')
+            {
+                j += 1;
+            }
+            let text: String = chars[i..j].iter().collect();
+            if let Some(a) = ipv6(&text) {
+                toks.push((Tok::Addr6(a, text), column));
                 i = j;
                 continue;
             }
@@ -1062,14 +1124,19 @@ impl Parser {
         }
         if matches!(
             tok,
-            Tok::Num(..) | Tok::Addr(..) | Tok::Mac(..) | Tok::Escaped(_) | Tok::Word(_)
+            Tok::Num(..)
+                | Tok::Addr(..)
+                | Tok::Mac(..)
+                | Tok::Addr6(..)
+                | Tok::Escaped(_)
+                | Tok::Word(_)
         ) && !self.is_and(0)
             && !self.is_or(0)
         {
             self.primitive(column)?;
         }
         match tok {
-            Tok::Num(_, text) | Tok::Addr(_, text) => {
+            Tok::Num(_, text) | Tok::Addr(_, text) | Tok::Addr6(_, text) => {
                 let Some(q) = q else {
                     return Err(Error::MissingQualifier { column, text });
                 };
@@ -1349,6 +1416,73 @@ impl Parser {
         Ok((Expr::Prim(p), Some(q)))
     }
 
+    /// An IPv6 address after a `host` or `net` qualifier (or none), with
+    /// its prefix length if one is written, as libpcap's `gen_mcode6` and
+    /// `gen_host6` take it: IPv6 alone, whatever the qualifier says, so
+    /// any protocol but `ip6` is an error.
+    fn value6(
+        &mut self,
+        q: Qual,
+        net: bool,
+        addr: [u8; 16],
+        text: String,
+    ) -> Result<Primitive, Error> {
+        let column = self.col();
+        let what = if net { "net" } else { "host" };
+        if let Some((p, c)) = q.proto
+            && p != Proto::Ip6
+        {
+            let message = match p {
+                Proto::Ether => format!("link-layer modifier applied to ip6 {what}"),
+                p => format!("'{}' modifier applied to ip6 {what}", p.name()),
+            };
+            return Err(Error::BadQualifier { column: c, message });
+        }
+        self.pos += 1;
+        let len = if *self.peek() == Tok::Slash {
+            self.pos += 1;
+            let c = self.col();
+            match self.bump().0 {
+                Tok::Num(n, _) if n <= 128 => n as u8,
+                Tok::Num(_, text) => {
+                    return Err(Error::BadNumber {
+                        column: c,
+                        text,
+                        reason: "an IPv6 prefix length is at most 128",
+                    });
+                }
+                _ => {
+                    self.pos -= 1;
+                    return Err(self.unexpected("a prefix length"));
+                }
+            }
+        } else {
+            128
+        };
+        if u128::from_be_bytes(addr) & !mask6(len) != 0 {
+            return Err(Error::BadAddress {
+                column,
+                text,
+                reason: "non-network bits set",
+            });
+        }
+        if net {
+            return Ok(Primitive::Net6 {
+                dir: q.dir,
+                addr,
+                len,
+            });
+        }
+        if len != 128 {
+            return Err(Error::BadAddress {
+                column,
+                text,
+                reason: "a host takes no prefix length but 128 (use net for a network)",
+            });
+        }
+        Ok(Primitive::Host6 { dir: q.dir, addr })
+    }
+
     /// The value (id) after a head, or a bare value with an inherited
     /// qualifier.
     fn value(&mut self, q: Qual) -> Result<Primitive, Error> {
@@ -1376,6 +1510,9 @@ impl Parser {
                         text: text.clone(),
                         reason: "a MAC address needs the ether qualifier (ether host, ether src)",
                     });
+                }
+                if let Tok::Addr6(addr, text) = self.peek().clone() {
+                    return self.value6(q, net, addr, text);
                 }
                 match proto {
                     None | Some(Proto::Ip | Proto::Arp | Proto::Rarp) => {}
@@ -2177,6 +2314,14 @@ impl fmt::Display for Primitive {
             }
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
+            }
+            Primitive::Host6 { dir, addr } => {
+                let a = std::net::Ipv6Addr::from(addr);
+                write!(f, "{}host {a}", prefix(None, dir))
+            }
+            Primitive::Net6 { dir, addr, len } => {
+                let a = std::net::Ipv6Addr::from(addr);
+                write!(f, "{}net {a}/{len}", prefix(None, dir))
             }
             Primitive::Net {
                 proto,

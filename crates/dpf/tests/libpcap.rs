@@ -188,6 +188,50 @@ fn reads_unset_x(insns: &[dpf::pcap::BpfInsn]) -> Option<usize> {
     None
 }
 
+/// Whether libpcap 1.10.3's optimizer miscompiles `filter` by the
+/// repeated IPv6 prefix (docs/dpf.md, "libpcap behaviour the test steers
+/// around"): one IPv6 network named twice whose prefix leaves a word of
+/// zero under a partial mask. That word's `and #m; jeq #0` becomes `jset
+/// #m` in the optimizer's first round, which swaps the block's edges after
+/// the round's edge dominators were found, so the second test is decided
+/// by the first one's opposite outcome (`src net 2001:db8::/48 and not src
+/// net 2001:db8::/48` accepts 2001:db8::1). Directions are not told apart,
+/// so a few filters libpcap gets right are left out too.
+fn repeats_a_masked_ipv6_prefix(filter: &str) -> bool {
+    use dpf::syntax::{Expr, Primitive};
+    fn walk(e: &Expr, seen: &mut Vec<([u8; 16], u8)>) -> bool {
+        match e {
+            Expr::And(a, b) | Expr::Or(a, b) => walk(a, seen) || walk(b, seen),
+            Expr::Not(a) => walk(a, seen),
+            Expr::Prim(p) => {
+                let p = match p {
+                    Primitive::Shifted { inner, .. } => &**inner,
+                    p => p,
+                };
+                let &Primitive::Net6 { addr, len, .. } = p else {
+                    return false;
+                };
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                let bits = u128::from_be_bytes(addr);
+                let jset_word = (0..4).any(|w| {
+                    let m = (mask >> (96 - 32 * w)) as u32;
+                    let a = (bits >> (96 - 32 * w)) as u32;
+                    m != 0 && m != u32::MAX && a == 0
+                });
+                if !jset_word {
+                    return false;
+                }
+                if seen.contains(&(addr, len)) {
+                    return true;
+                }
+                seen.push((addr, len));
+                false
+            }
+        }
+    }
+    dpf::parse(filter).is_ok_and(|e| walk(&e, &mut Vec::new()))
+}
+
 #[test]
 fn dpf_agrees_with_libpcap() {
     let Some(pcap) = libpcap_or_skip() else {
@@ -200,6 +244,7 @@ fn dpf_agrees_with_libpcap() {
     let start = Instant::now();
     let (mut done, mut matched, mut filters, mut rejected_all) = (0u64, 0u64, 0u64, 0u64);
     let mut libpcap_miscompiled = 0u64;
+    let mut repeated_prefix = 0u64;
     let mut failures = Vec::new();
     let mut window = Window::new();
     let mut window_matched = 0u64;
@@ -217,6 +262,10 @@ fn dpf_agrees_with_libpcap() {
         }
         let ours = dpf_compile(&filter);
         let theirs = pcap.compile(&filter);
+        if ours.is_ok() && repeats_a_masked_ipv6_prefix(&filter) {
+            repeated_prefix += 1;
+            continue;
+        }
         let bpf = match (&ours, theirs) {
             // libpcap's optimizer sometimes deletes the load of X an ALU
             // operation needs (see `reads_unset_x`): its verdicts are then
@@ -284,7 +333,7 @@ fn dpf_agrees_with_libpcap() {
     }
     let fraction = matched as f64 / done as f64;
     eprintln!(
-        "libpcap {}: {done} pairs over {filters} filters ({rejected_all} rejecting all, {libpcap_miscompiled} skipped as miscompiled by libpcap), {:.1}% matching, seed {seed:#x}, {:.2?}; \
+        "libpcap {}: {done} pairs over {filters} filters ({rejected_all} rejecting all, {libpcap_miscompiled} skipped as miscompiled by libpcap, {repeated_prefix} as repeating a masked IPv6 prefix), {:.1}% matching, seed {seed:#x}, {:.2?}; \
          tables of the last {} filters: {:.1}% of packets matched one",
         pcap.version(),
         100.0 * fraction,
@@ -331,6 +380,13 @@ fn every_truncation_of_typical_frames_agrees() {
     frag6[12] = 0x86;
     frag6[13] = 0xdd;
     frag6[20] = 44;
+    frag6[22..38].copy_from_slice(
+        &"2001:db8::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    frag6[38..54].copy_from_slice(&"fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
     frag6[54] = 6;
     frag6[62..64].copy_from_slice(&80u16.to_be_bytes());
     let mut arp = vec![0u8; 14 + 28];
@@ -436,6 +492,16 @@ fn every_truncation_of_typical_frames_agrees() {
         "vlan 5 and llc rnr",
         "vlan and (llc s or llc)",
         "llc rr or llc xid or ether[16] = 0x15",
+        // IPv6 addresses: every word of both, a prefix inside a word,
+        // the whole space (no load but the type's), behind two tags.
+        "host 2001:db8::1",
+        "ip6 src net 2001:db8::/32 and dst host fe80::1",
+        "src and dst net 2001:db8::/31 or fe80::/10",
+        "dst net fe80::/10 and not src host 2001:db8::2",
+        "net ::/0 or host ::1",
+        "net 2001:db8::/127",
+        "vlan 100 and vlan 5 and host ::",
+        "vlan and ip6 net ::/0",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         // `e & 0xffffffff != 0`: libpcap's `jset #0xffffffff` always
@@ -603,5 +669,68 @@ fn a_side_folded_late_is_not_the_constant_written_out() {
             "dpf on {filter}:\n{}",
             dpf::dump(&ours)
         );
+    }
+}
+
+/// The one disagreement the random test steers around on purpose
+/// ([`repeats_a_masked_ipv6_prefix`]): libpcap 1.10.3 accepts a packet
+/// from 2001:db8::1 for `src net 2001:db8::/48 and not src net
+/// 2001:db8::/48`, which no packet matches; dpf keeps the meaning. The
+/// detector names exactly the filters of that shape here, and a prefix
+/// with no such word, or two different prefixes, are compared as usual.
+#[test]
+fn a_repeated_masked_ipv6_prefix_keeps_its_meaning() {
+    let mut frame = vec![0u8; 14 + 40];
+    frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    frame[14] = 0x60;
+    frame[22..38].copy_from_slice(
+        &"2001:db8::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    for (filter, repeats, matches) in [
+        (
+            "src net 2001:db8::/48 and not src net 2001:db8::/48",
+            true,
+            false,
+        ),
+        (
+            "src net 2001:db8::/48 and src net 2001:db8::/48",
+            true,
+            true,
+        ),
+        (
+            "not src net 2001:db8::/127 and src net 2001:db8::/127",
+            true,
+            false,
+        ),
+        (
+            "vlan or net 2001:db8::/48 and not net 2001:db8::/48",
+            true,
+            false,
+        ),
+        (
+            "src net 2001:db8::/32 and not src net 2001:db8::/32",
+            false,
+            false,
+        ),
+        (
+            "src net 2001:db8::/48 and not src net 2001:db8::/64",
+            false,
+            false,
+        ),
+        ("src net 2001:db8::/48 and host 2001:db8::1", false, true),
+    ] {
+        assert_eq!(repeats_a_masked_ipv6_prefix(filter), repeats, "{filter}");
+        let ours = dpf_compile(filter).unwrap_or_else(|e| panic!("{filter}: {e}"));
+        for (who, got) in dpf_verdicts(&ours, &frame) {
+            assert_eq!(got, matches, "{filter}: dpf {who}");
+        }
+        // Where libpcap has no such miscompile, it agrees.
+        if let (false, Some(pcap)) = (repeats, libpcap_or_skip()) {
+            let want = pcap.compile(filter).is_ok_and(|b| b.matches(&frame));
+            assert_eq!(want, matches, "{filter}: libpcap");
+        }
     }
 }

@@ -587,3 +587,141 @@ fn llc_takes_libpcaps_frame_kinds() {
     let e = dpf::parse("llc sabm").unwrap_err().to_string();
     assert!(e.contains("unknown LLC type name \"sabm\""), "{e}");
 }
+
+#[test]
+fn ipv6_addresses_in_every_form_libpcap_reads() {
+    let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let prim = |src: &str| match dpf::parse(src).unwrap_or_else(|e| panic!("{src:?}: {e}")) {
+        Expr::Prim(ref p) => p.clone(),
+        ref e => panic!("{src:?}: not one primitive: {e}"),
+    };
+    // Groups of one to four hex digits in either case, `::` for the
+    // groups left out (at the start, inside, at the end, alone), the last
+    // 32 bits as a dotted quad; `ip6` or no protocol, every direction.
+    for (src, dir, addr) in [
+        ("host 2001:db8::1", Dir::SrcOrDst, "2001:db8::1"),
+        ("ip6 host FE80::A", Dir::SrcOrDst, "fe80::a"),
+        ("src host ::1", Dir::Src, "::1"),
+        ("ip6 dst 1:2:3:4:5:6:7:8", Dir::Dst, "1:2:3:4:5:6:7:8"),
+        ("src and dst host ::", Dir::SrcAndDst, "::"),
+        ("host ::ffff:10.0.0.1", Dir::SrcOrDst, "::ffff:10.0.0.1"),
+        (
+            "host 1:2:3:4:5:6:1.2.3.4",
+            Dir::SrcOrDst,
+            "1:2:3:4:5:6:102:304",
+        ),
+        ("host 2001:db8::/128", Dir::SrcOrDst, "2001:db8::"),
+        ("host::1", Dir::SrcOrDst, "::1"),
+    ] {
+        assert_eq!(
+            prim(src),
+            Primitive::Host6 {
+                dir,
+                addr: v6(addr)
+            },
+            "{src}"
+        );
+    }
+    for (src, dir, addr, len) in [
+        ("net 2001:db8::/32", Dir::SrcOrDst, "2001:db8::", 32),
+        ("ip6 src net fe80::/10", Dir::Src, "fe80::", 10),
+        ("dst net ::/0", Dir::Dst, "::", 0),
+        ("net ::1", Dir::SrcOrDst, "::1", 128),
+        (
+            "net 2001:db8:0:0:8000::/65",
+            Dir::SrcOrDst,
+            "2001:db8:0:0:8000::",
+            65,
+        ),
+    ] {
+        assert_eq!(
+            prim(src),
+            Primitive::Net6 {
+                dir,
+                addr: v6(addr),
+                len
+            },
+            "{src}"
+        );
+    }
+    // Printed in RFC 5952's form (without the `ip6` it means anyway), and
+    // read back to the same tree; inherited qualifiers take either family.
+    for (src, want) in [
+        ("ip6 host 2001:DB8:0:0:0:0:0:1", "host 2001:db8::1"),
+        ("ip6 src net 2001:db8::/48", "src net 2001:db8::/48"),
+        ("net ::1", "net ::1/128"),
+        (
+            "host 10.0.0.1 or ::1 or 10.0.0.2",
+            "host 10.0.0.1 or host ::1 or host 10.0.0.2",
+        ),
+        (
+            "src net 2001:db8::/32 and not 10.0.0.0/8",
+            "src net 2001:db8::/32 and not src net 10.0.0.0/8",
+        ),
+        ("vlan 5 and host ::1", "vlan 5 and host ::1"),
+    ] {
+        assert_eq!(canon(src), want, "{src}");
+        let e = dpf::parse(src).unwrap();
+        assert_eq!(dpf::parse(&e.to_string()).unwrap(), e, "{src}");
+    }
+    // Six groups of one or two digits are a MAC address, as libpcap's
+    // scanner reads them; brackets keep their colons.
+    assert!(matches!(
+        prim("ether host 1:2:3:4:5:6"),
+        Primitive::EtherHost { .. }
+    ));
+    assert_eq!(canon("ip6[8:4] = 0x20010db8"), "ip6[8:4] = 536939960");
+}
+
+#[test]
+fn ipv6_addresses_are_refused_where_libpcap_refuses_them() {
+    let msg = |src: &str| dpf::parse(src).unwrap_err().to_string();
+    for (src, want) in [
+        ("ip host ::1", "column 1: 'ip' modifier applied to ip6 host"),
+        (
+            "arp net ::/0",
+            "column 1: 'arp' modifier applied to ip6 net",
+        ),
+        (
+            "tcp src host ::1",
+            "column 1: 'tcp' modifier applied to ip6 host",
+        ),
+        (
+            "ether host ::1",
+            "column 1: link-layer modifier applied to ip6 host",
+        ),
+        (
+            "net ::1/64",
+            "column 5: bad address \"::1\": non-network bits set",
+        ),
+        (
+            "host 2001:db8::/32",
+            "column 6: bad address \"2001:db8::\": a host takes no prefix length but 128 (use net for a network)",
+        ),
+        (
+            "net ::/129",
+            "column 8: bad number \"129\": an IPv6 prefix length is at most 128",
+        ),
+        (
+            "ip6 host ::1 or 10.0.0.1",
+            "column 1: 'ip6' modifier applied to host",
+        ),
+        (
+            "::1",
+            "column 1: \"::1\" needs a qualifier such as host, net, port or proto",
+        ),
+    ] {
+        assert_eq!(msg(src), want, "{src}");
+    }
+    // Not an address at all, as for libpcap: a group of five digits, two
+    // `::`, seven groups without one, a scope; each an error, never a
+    // panic, with its column.
+    refused_at(&[
+        ("host 12345::1", 6),
+        ("host 1::2::3", 6),
+        ("host 1:2:3:4:5:6:7", 6),
+        ("net fe80::1%eth0", 12),
+        ("port ::1", 6),
+        ("net ::1 mask ffff::", 9),
+    ]);
+}

@@ -6,7 +6,7 @@
 //! both generators, so that a healthy fraction of (filter, packet) pairs
 //! match. Packets cover IPv4 with and without options (IHL 5 to 15),
 //! fragments, TCP/UDP/ICMP/SCTP, IPv6 with and without a fragment header,
-//! ARP and RARP, 802.1Q tags, 802.3/LLC frames (I, S and U control bytes,
+//! ARP and RARP, 802.1Q tags (IPv4 or IPv6 behind them), 802.3/LLC frames (I, S and U control bytes,
 //! Netware raw 802.3), PPPoE discovery and session, garbage, and truncation at
 //! the lengths where filters' loads begin to fail.
 
@@ -52,6 +52,30 @@ pub const NETS: [&str; 9] = [
     "10",
     "192.168",
     "10.0.0.2/32",
+];
+/// The IPv6 hosts filters and packets draw from, as filter text (a
+/// loopback, a link-local, an IPv4-mapped and documentation addresses).
+pub const HOSTS6: [&str; 6] = [
+    "2001:db8::1",
+    "2001:db8::2",
+    "2001:db8:1::5",
+    "fe80::1",
+    "::1",
+    "::ffff:10.0.0.1",
+];
+/// IPv6 networks containing (some of) [`HOSTS6`], as filter text: prefix
+/// lengths on a word's boundary and inside one, the whole space, and an
+/// address alone (`/128`).
+pub const NETS6: [&str; 9] = [
+    "2001:db8::/32",
+    "2001:db8::/48",
+    "2001:db8:1::/48",
+    "fe80::/10",
+    "::/0",
+    "::1",
+    "2001:db8::/127",
+    "2001:db8:0:0:8000::/65",
+    "::ffff:0:0/96",
 ];
 /// The ports filters and packets draw from.
 pub const PORTS: [u16; 8] = [22, 53, 67, 68, 80, 443, 1024, 8080];
@@ -144,6 +168,33 @@ impl Gen {
         quad(*self.pick(&HOSTS))
     }
 
+    /// An IPv6 `host` or `net` primitive, and a value that may follow it:
+    /// IPv6 mostly, IPv4 now and then where no `ip6` forbids it (the
+    /// inherited qualifier takes either address). Only valid filters, as
+    /// everywhere here: the qualifiers libpcap refuses for an IPv6 address
+    /// are the parser tests'.
+    fn primitive6(&mut self, net: bool) -> (String, Option<String>) {
+        let proto = *self.pick(&["", "ip6 "]);
+        let dir = self.dir();
+        let pool: &[&str] = if net { &NETS6 } else { &HOSTS6 };
+        let v = *self.pick(pool);
+        let next = if !proto.is_empty() || self.chance(0.8) {
+            self.pick(pool).to_string()
+        } else if net {
+            self.pick(&NETS).to_string()
+        } else {
+            self.host_value()
+        };
+        let kw = if net {
+            "net "
+        } else if dir.is_empty() || self.chance(0.5) {
+            "host "
+        } else {
+            ""
+        };
+        (format!("{proto}{dir}{kw}{v}"), Some(next))
+    }
+
     /// One primitive, with the text of a bare value that may follow it
     /// with the same qualifiers (`None` when it leaves none).
     fn primitive(&mut self) -> (String, Option<String>) {
@@ -234,6 +285,8 @@ impl Gen {
                 let next = self.pick(&["6", "17", "1"]).to_string();
                 (format!("ip proto {p}"), Some(next))
             }
+            5..=7 if self.chance(0.3) => self.primitive6(false),
+            8 | 9 if self.chance(0.3) => self.primitive6(true),
             5..=7 => {
                 let proto = *self.pick(&["", "", "ip ", "arp ", "rarp "]);
                 let kw = *self.pick(&["host ", "host ", ""]);
@@ -629,6 +682,14 @@ impl Gen {
         if h[25] < 0x33 {
             h[24] = 0xff;
         }
+        // Each address one of the pool's half the time, for `host` and
+        // `net` with an IPv6 address.
+        for at in [8, 24] {
+            if self.chance(0.5) {
+                let a: std::net::Ipv6Addr = self.pick(&HOSTS6).parse().expect("an IPv6 address");
+                h[at..at + 16].copy_from_slice(&a.octets());
+            }
+        }
         if self.chance(0.3) {
             h[6] = 44;
             let mut frag = vec![proto, 0, 0, 0, 1, 2, 3, 4];
@@ -679,6 +740,8 @@ impl Gen {
                 let tpid = |g: &mut Self| *g.pick(&[0x8100u16, 0x8100, 0x88a8, 0x9100]);
                 let first = tpid(self);
                 let mut f = self.ethernet(first);
+                // IPv4 inside mostly, IPv6 now and then.
+                let inner = if self.chance(0.3) { 0x86dd } else { 0x0800 };
                 for tag in 0..self.rng.random_range(1..=2) {
                     let id: u16 = if self.chance(0.5) {
                         *self.pick(&[1, 100, 4095, 0])
@@ -688,15 +751,19 @@ impl Gen {
                     let next = if tag == 0 && self.chance(0.4) {
                         tpid(self)
                     } else {
-                        0x0800
+                        inner
                     };
                     f.extend(id.to_be_bytes());
                     f.extend(next.to_be_bytes());
-                    if next == 0x0800 {
+                    if next == inner {
                         break;
                     }
                 }
-                f.extend(self.ipv4());
+                if inner == 0x86dd {
+                    f.extend(self.ipv6());
+                } else {
+                    f.extend(self.ipv4());
+                }
                 f
             }
             15 => {
