@@ -194,6 +194,7 @@ const ETHERTYPE_IP: u32 = 0x0800;
 const ETHERTYPE_ARP: u32 = 0x0806;
 const ETHERTYPE_RARP: u32 = 0x8035;
 const ETHERTYPE_IPV6: u32 = 0x86dd;
+const ETHERTYPE_MPLS: u32 = 0x8847;
 /// The largest 802.3 length field; a larger value is an Ethernet type.
 const ETHERMTU: u32 = 1500;
 /// The IPv6 fragment header's next-header number.
@@ -626,13 +627,49 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
         Primitive::Relation(ref r) => relation_cond(r, values, 0),
-        Primitive::Shifted { shift, ref inner } => {
-            let d = 4 * shift;
-            let c = match **inner {
+        Primitive::Shifted {
+            shift,
+            labels,
+            ref inner,
+        } => {
+            // gen_llc reads the link-layer type and the LLC header where
+            // the tags leave them (OR_LINKTYPE, OR_LLC): labels do not
+            // move them.
+            if let (Primitive::Llc(_), true) = (&**inner, labels > 0) {
+                return shift_cond(primitive(inner, values), shift, values);
+            }
+            let d = 4 * (shift + labels);
+            let inner = if labels > 0 {
+                below_mpls(inner)
+            } else {
+                (**inner).clone()
+            };
+            let c = match inner {
                 Primitive::Relation(ref r) => relation_cond(r, values, d),
                 ref p => primitive(p, values),
             };
-            shift_cond(c, shift, values)
+            let c = if labels > 0 { over_mpls(c) } else { c };
+            shift_cond(c, shift + labels, values)
+        }
+        // gen_mpls: the first label's EtherType (where the link-layer
+        // type is, after any tags), or the label above's bottom-of-stack
+        // bit clear (`jset #1` on its third byte, two before this one);
+        // then the label's 20 bits. Built at the unmoved offsets and moved
+        // as the primitives after the tags and labels before it are.
+        Primitive::Mpls {
+            shift,
+            depth,
+            label,
+        } => {
+            let mut tests = vec![if depth == 0 {
+                ether_type(ETHERTYPE_MPLS)
+            } else {
+                masked_eq(link(12, Size::B), 1, 0)
+            }];
+            if let Some(l) = label {
+                tests.push(masked_eq(link(14, Size::W), 0xffff_f000, l << 12));
+            }
+            shift_cond(Cond::And(tests), shift + depth, values)
         }
         // libpcap's gen_llc on Ethernet: a length (not a type) at 12 and
         // DSAP/SSAP not 0xffff (Netware's raw 802.3); then, for a kind,
@@ -1066,6 +1103,114 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     });
     guards.push(if negate { not(leaf) } else { leaf });
     Cond::And(guards)
+}
+
+/// Whether a test is a link-layer type's (gencode's `gen_linktype`): an
+/// EtherType, or the 802.3 length test, at byte 12.
+fn link_type_test(leaf: &Leaf) -> bool {
+    matches!(leaf.key, Key::Prim { field, .. } if field == link(12, Size::H))
+}
+
+/// Whether `p` can follow an `mpls` (libpcap's `gen_mpls_linktype`):
+/// every link-layer type it tests is IPv4's or IPv6's, which the IP
+/// version below the bottom label tells; any other is "unsupported
+/// protocol over mpls" to libpcap.
+pub(crate) fn supported_over_mpls(p: &Primitive) -> bool {
+    match p {
+        Primitive::Llc(_) => return true,
+        // gen_load's type test for an ARP or RARP load, which gencode
+        // makes before it knows whether the test stays (a load in
+        // parentheses keeps none, [`relation_cond`]).
+        Primitive::Relation(r)
+            if r.lhs
+                .iter()
+                .chain(&r.rhs)
+                .any(|a| matches!(a, Arith::Load(Proto::Arp | Proto::Rarp, _))) =>
+        {
+            return false;
+        }
+        _ => {}
+    }
+    fn ok(c: &Cond) -> bool {
+        match c {
+            Cond::Test(leaf) => {
+                !link_type_test(leaf)
+                    || matches!(
+                        leaf.key,
+                        Key::Prim { mask: u32::MAX, cmp: Cmp::Eq, value, .. }
+                            if value == ETHERTYPE_IP || value == ETHERTYPE_IPV6
+                    )
+            }
+            Cond::Const(_) => true,
+            Cond::Not(c) => ok(c),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().all(ok),
+        }
+    }
+    let mut values = Values::default();
+    let c = match below_mpls(p) {
+        Primitive::Relation(ref r) => relation_cond(r, &mut values, 0),
+        ref p => primitive(p, &mut values),
+    };
+    ok(&c)
+}
+
+/// `p` as gencode builds it below a label stack: `host` and `net`
+/// without a protocol test IPv4 alone there (gen_host skips ARP and RARP
+/// when `label_stack_depth` is not 0).
+fn below_mpls(p: &Primitive) -> Primitive {
+    match *p {
+        Primitive::Host {
+            proto: None,
+            dir,
+            addr,
+        } => Primitive::Host {
+            proto: Some(Proto::Ip),
+            dir,
+            addr,
+        },
+        Primitive::Net {
+            proto: None,
+            dir,
+            addr,
+            mask,
+        } => Primitive::Net {
+            proto: Some(Proto::Ip),
+            dir,
+            addr,
+            mask,
+        },
+        ref p => p.clone(),
+    }
+}
+
+/// `c` below a label stack: each IPv4 or IPv6 EtherType test becomes
+/// gen_mpls_linktype's bottom-of-stack bit (the byte two before the
+/// payload, `& 1 = 1`) and IP version (the payload's first byte, `& 0xf0`
+/// = 0x40 or 0x60), at the unmoved offsets 12 and 14 for [`shift_cond`]
+/// to move. The parser has refused any other type
+/// ([`supported_over_mpls`]).
+fn over_mpls(c: Cond) -> Cond {
+    let mut c = c;
+    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    while let Some(c) = stack.pop() {
+        match c {
+            Cond::Test(leaf) if link_type_test(leaf) => {
+                let version = if leaf.key.value() == ETHERTYPE_IPV6 {
+                    0x60
+                } else {
+                    0x40
+                };
+                *c = Cond::And(vec![
+                    masked_eq(link(12, Size::B), 1, 1),
+                    masked_eq(link(14, Size::B), 0xf0, version),
+                ]);
+            }
+            Cond::Not(x) => stack.push(x),
+            Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),
+            _ => {}
+        }
+    }
+    c
 }
 
 /// `c` as libpcap 1.10 generates it after `shift` `vlan` primitives

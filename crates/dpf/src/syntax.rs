@@ -284,12 +284,18 @@ pub enum Primitive {
         /// The session id (16 bits).
         id: Option<u16>,
     },
-    /// A primitive after `shift` `vlan` primitives: libpcap reads its
-    /// link-layer type and payload `4 * shift` bytes further on (not its
-    /// MAC addresses, nor `ether[...]`). Printed as the primitive alone.
+    /// A primitive after `shift` `vlan` primitives and `labels` `mpls`
+    /// primitives: libpcap reads its link-layer payload `4 * (shift +
+    /// labels)` bytes further on (not its MAC addresses, nor
+    /// `ether[...]`), its link-layer type `4 * shift` bytes further on, and
+    /// after an `mpls` a type as the bottom label's stack bit and the IP
+    /// version (only IPv4 and IPv6 can be told). Printed as the primitive
+    /// alone.
     Shifted {
         /// The `vlan` primitives before it.
         shift: u32,
+        /// The `mpls` primitives before it.
+        labels: u32,
         /// The primitive.
         inner: Box<Primitive>,
     },
@@ -298,6 +304,18 @@ pub enum Primitive {
     /// control byte of the given kind if one is named (libpcap's
     /// `gen_llc`, `gen_llc_i/s/u` and `gen_llc_s/u_subtype`).
     Llc(Option<LlcKind>),
+    /// `mpls [label]` (libpcap's `gen_mpls`): the first an MPLS frame
+    /// (EtherType 0x8847, `4 * shift` bytes on), each later one a label
+    /// below one that is not the bottom of the stack; with the label's 20
+    /// bits if one is given.
+    Mpls {
+        /// The `vlan` primitives before it.
+        shift: u32,
+        /// The `mpls` primitives before this one.
+        depth: u32,
+        /// The label (20 bits).
+        label: Option<u32>,
+    },
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -878,6 +896,9 @@ struct Parser {
     /// The `vlan` primitives parsed so far: each shifts the link-layer
     /// offsets of everything parsed after it by four bytes.
     vlans: u32,
+    /// The `mpls` primitives parsed so far: each moves the link-layer
+    /// payload of everything parsed after it four bytes on.
+    labels: u32,
     /// The packet loads of the comparison being parsed: each after the
     /// first counts as one more primitive.
     loads: usize,
@@ -923,6 +944,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         depth: 0,
         primitives: 0,
         vlans: 0,
+        labels: 0,
         loads: 0,
         pppoes: false,
     };
@@ -988,11 +1010,11 @@ impl Parser {
 
     /// The optional number after `vlan` or `pppoes`: taken if present and
     /// at most `max`, refused with `reason` if larger.
-    fn optional_id(&mut self, max: u32, reason: &'static str) -> Result<Option<u16>, Error> {
+    fn optional_id(&mut self, max: u32, reason: &'static str) -> Result<Option<u32>, Error> {
         match self.peek().clone() {
             Tok::Num(n, _) if n <= max => {
                 self.pos += 1;
-                Ok(Some(n as u16))
+                Ok(Some(n))
             }
             Tok::Num(_, text) => Err(Error::BadNumber {
                 column: self.col(),
@@ -1082,16 +1104,29 @@ impl Parser {
     /// depth is at most the nesting limit (an `and`/`or` chain is a loop
     /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
-        let shift = self.vlans;
+        let (shift, labels, column) = (self.vlans, self.labels, self.col());
         let (mut e, q) = self.term_unshifted(q)?;
-        // Every primitive after a `vlan` reads its link-layer payload
-        // further on, whatever the `and`, `or` and `not` between them.
-        if let (Expr::Prim(p), true) = (&mut e, shift > 0) {
+        // Every primitive after a `vlan` or an `mpls` reads its link-layer
+        // payload further on, whatever the `and`, `or` and `not` between
+        // them.
+        if let (Expr::Prim(p), true) = (&mut e, shift + labels > 0) {
             // (A parenthesized primitive comes back shifted already.)
-            if !matches!(p, Primitive::Vlan { .. } | Primitive::Shifted { .. }) {
+            if !matches!(
+                p,
+                Primitive::Vlan { .. } | Primitive::Mpls { .. } | Primitive::Shifted { .. }
+            ) {
+                // libpcap's gen_mpls_linktype: below MPLS only IPv4 and
+                // IPv6 can be told (by the version), no other type.
+                if labels > 0 && !crate::lower::supported_over_mpls(p) {
+                    return Err(Error::BadQualifier {
+                        column,
+                        message: format!("unsupported protocol over mpls: {p}"),
+                    });
+                }
                 let inner = std::mem::replace(p, Primitive::Broadcast);
                 *p = Primitive::Shifted {
                     shift,
+                    labels,
                     inner: Box::new(inner),
                 };
             }
@@ -1280,11 +1315,38 @@ impl Parser {
             // the n-th `vlan` (in text order, whatever the `and`, `or`
             // and `not` around it) looks at the n-th tag.
             "vlan" => {
+                if self.labels > 0 {
+                    // libpcap's gen_vlan: its offsets past a label stack
+                    // are not a tag's.
+                    return Err(Error::BadQualifier {
+                        column,
+                        message: "no VLAN match after MPLS".into(),
+                    });
+                }
                 self.pos += 1;
-                let id = self.optional_id(0x0fff, "a VLAN id is at most 4095")?;
+                let id = self
+                    .optional_id(0x0fff, "a VLAN id is at most 4095")?
+                    .map(|n| n as u16);
                 let shift = self.vlans;
                 self.vlans += 1;
                 Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
+            }
+            // libpcap's gen_mpls: the MPLS EtherType (or, below another
+            // label, that label's bottom-of-stack bit clear), the label,
+            // then every later payload offset four bytes on.
+            "mpls" => {
+                self.pos += 1;
+                let label = self.optional_id(0xf_ffff, "an MPLS label is at most 1048575")?;
+                let (shift, depth) = (self.vlans, self.labels);
+                self.labels += 1;
+                Ok((
+                    Expr::Prim(Primitive::Mpls {
+                        shift,
+                        depth,
+                        label,
+                    }),
+                    None,
+                ))
             }
             // libpcap's `LLC` and `LLC ID` productions: any name after
             // `llc` is its frame kind (`rnr` is a keyword of libpcap's
@@ -1318,7 +1380,9 @@ impl Parser {
             // the low 16 bits of the four bytes at 14.
             "pppoes" => {
                 self.pos += 1;
-                let id = self.optional_id(0xffff, "a PPPoE session id is at most 65535")?;
+                let id = self
+                    .optional_id(0xffff, "a PPPoE session id is at most 65535")?
+                    .map(|n| n as u16);
                 self.pppoes = true;
                 Ok((Expr::Prim(Primitive::Pppoes { id }), None))
             }
@@ -2301,6 +2365,8 @@ impl fmt::Display for Primitive {
             Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::IpMulticast => write!(f, "ip multicast"),
             Primitive::Ip6Multicast => write!(f, "ip6 multicast"),
+            Primitive::Mpls { label: None, .. } => write!(f, "mpls"),
+            Primitive::Mpls { label: Some(l), .. } => write!(f, "mpls {l}"),
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),

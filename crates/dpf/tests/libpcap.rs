@@ -255,6 +255,16 @@ fn dpf_agrees_with_libpcap() {
         let mut filter = g.expr(depth);
         // A fifth behind `vlan`, which moves every later primitive's
         // link-layer type and payload four bytes on.
+        // A tenth behind one or two `mpls` labels, which move the payload
+        // (and tell IPv4 from IPv6 by the version, refusing any other
+        // protocol: both sides refuse those filters).
+        if g.rng.random_bool(0.1) {
+            for _ in 0..g.rng.random_range(1..=2) {
+                let label = ["", " 100", " 200", " 5"][g.rng.random_range(0..4)];
+                let op = ["and", "or", "and not"][g.rng.random_range(0..3)];
+                filter = format!("mpls{label} {op} ({filter})");
+            }
+        }
         if g.rng.random_bool(0.2) {
             let id = ["", " 100", " 1", " 0"][g.rng.random_range(0..4)];
             let op = ["and", "or", "and not"][g.rng.random_range(0..3)];
@@ -431,6 +441,16 @@ fn every_truncation_of_typical_frames_agrees() {
     tagged_llc[20] = 0x15;
     let mut netware = llc.clone();
     netware[14..16].copy_from_slice(&[0xff, 0xff]);
+    // The TCP/IPv4 frame below two MPLS labels, 100 and then 200 (the
+    // bottom of the stack), and the ICMPv6 one below label 5 behind a tag.
+    let mut labelled = tcp4.clone();
+    labelled[12..14].copy_from_slice(&0x8847u16.to_be_bytes());
+    labelled.splice(14..14, [0x00, 0x06, 0x40, 64, 0x00, 0x0c, 0x81, 64]);
+    let mut labelled6 = icmp6.clone();
+    labelled6.splice(
+        12..14,
+        [0x81, 0x00, 0x00, 5, 0x88, 0x47, 0x00, 0x00, 0x51, 64],
+    );
     let filters = [
         "tcp",
         "udp or icmp",
@@ -502,6 +522,18 @@ fn every_truncation_of_typical_frames_agrees() {
         "net 2001:db8::/127",
         "vlan 100 and vlan 5 and host ::",
         "vlan and ip6 net ::/0",
+        // MPLS: the EtherType and labels, the stack's bottom bit, the IP
+        // version below it, the payload moved, what labels do not move
+        // (the MAC addresses, `ether[...]`, `llc`).
+        "mpls",
+        "mpls 100",
+        "mpls 100 and mpls 200 and tcp port 80",
+        "mpls and mpls 200 and host 10.0.0.1",
+        "mpls 100 and not ip6 and tcp[13] & 0x12 = 0x12",
+        "mpls or ip",
+        "mpls and icmp6[0] = 128 or mpls and ip[0] & 0xf > 5",
+        "vlan 5 and mpls 5 and icmp6",
+        "mpls and (llc or ether src 00:11:22:33:44:55 or ether[14:2] = 6)",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         // `e & 0xffffffff != 0`: libpcap's `jset #0xffffffff` always
@@ -529,6 +561,8 @@ fn every_truncation_of_typical_frames_agrees() {
             &tagged_llc,
             &netware,
             &pppoe,
+            &labelled,
+            &labelled6,
         ] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];

@@ -6,7 +6,7 @@
 //! both generators, so that a healthy fraction of (filter, packet) pairs
 //! match. Packets cover IPv4 with and without options (IHL 5 to 15),
 //! fragments, TCP/UDP/ICMP/SCTP, IPv6 with and without a fragment header,
-//! ARP and RARP, 802.1Q tags (IPv4 or IPv6 behind them), 802.3/LLC frames (I, S and U control bytes,
+//! ARP and RARP, 802.1Q tags (IPv4 or IPv6 behind them), MPLS label stacks, 802.3/LLC frames (I, S and U control bytes,
 //! Netware raw 802.3), PPPoE discovery and session, garbage, and truncation at
 //! the lengths where filters' loads begin to fail.
 
@@ -834,6 +834,40 @@ impl Gen {
                 let ty = *self.pick(&[0x0800u16, 0x86dd, 0x0806]);
                 let mut f = self.ethernet(ty);
                 f.extend((0..self.rng.random_range(0..80)).map(|_| self.rng.random::<u8>()));
+                f
+            }
+            19 => {
+                // MPLS (sometimes behind an 802.1Q tag): one or two
+                // labels, the bottom one's stack bit set (but now and
+                // then on none), then IPv4, IPv6 or garbage. The labels
+                // are those filters name, or random.
+                let mut f = if self.chance(0.2) {
+                    let mut f = self.ethernet(0x8100);
+                    f.extend([0x00, 0x05, 0x88, 0x47]);
+                    f
+                } else {
+                    self.ethernet(0x8847)
+                };
+                let n = self.rng.random_range(1..=2);
+                let bottom = self.chance(0.9);
+                for i in 0..n {
+                    let label: u32 = if self.chance(0.6) {
+                        *self.pick(&[100, 200, 5, 0])
+                    } else {
+                        self.rng.random_range(0..1 << 20)
+                    };
+                    let tc: u32 = self.rng.random_range(0..8);
+                    let s = u32::from(bottom && i == n - 1);
+                    let ttl: u32 = self.rng.random_range(0..256);
+                    f.extend((label << 12 | tc << 9 | s << 8 | ttl).to_be_bytes());
+                }
+                match self.rng.random_range(0..20) {
+                    0..=11 => f.extend(self.ipv4()),
+                    12..=18 => f.extend(self.ipv6()),
+                    _ => {
+                        f.extend((0..self.rng.random_range(0..40)).map(|_| self.rng.random::<u8>()))
+                    }
+                }
                 f
             }
             _ => (0..self.rng.random_range(0..120))
