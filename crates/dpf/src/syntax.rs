@@ -579,12 +579,18 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
             continue;
         }
         let two = |d: char| chars.get(i + 1) == Some(&d);
-        if c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1])) {
-            let mut j = i;
-            while j < chars.len() && (word_char(chars[j]) || chars[j] == ':') {
-                j += 1;
-            }
-            let text: String = chars[i..j].iter().collect();
+        // The text of the longest run from `i` of characters `keep` takes,
+        // and where it ends.
+        let run = |keep: &dyn Fn(char) -> bool| {
+            let end = chars[i..]
+                .iter()
+                .position(|&c| !keep(c))
+                .map_or(chars.len(), |n| i + n);
+            (chars[i..end].iter().collect::<String>(), end)
+        };
+        let starts_value = c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1]));
+        if starts_value {
+            let (text, j) = run(&|c| word_char(c) || c == ':');
             if let Some(m) = mac(&text) {
                 toks.push((Tok::Mac(m, text), column));
                 i = j;
@@ -596,16 +602,8 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
         // beginning with a hex digit that does not continue a word, or
         // with `::`. What follows the run lexes on its own (`fe80::1g` is
         // an address and then a name, an error either way).
-        if (c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1])))
-            || (c == ':' && chars.get(i + 1) == Some(&':'))
-        {
-            let mut j = i;
-            while j < chars.len()
-                && (chars[j].is_ascii_hexdigit() || chars[j] == ':' || chars[j] == '.')
-            {
-                j += 1;
-            }
-            let text: String = chars[i..j].iter().collect();
+        if starts_value || (c == ':' && two(':')) {
+            let (text, j) = run(&|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
             if let Some(a) = ipv6(&text) {
                 toks.push((Tok::Addr6(a, text), column));
                 i = j;
@@ -1480,6 +1478,24 @@ impl Parser {
         Ok((Expr::Prim(p), Some(q)))
     }
 
+    /// The prefix length after a `/` (which the caller took), at most
+    /// `max`, refused with `reason` if larger.
+    fn prefix_length(&mut self, max: u32, reason: &'static str) -> Result<u32, Error> {
+        let column = self.col();
+        match self.bump().0 {
+            Tok::Num(n, _) if n <= max => Ok(n),
+            Tok::Num(_, text) => Err(Error::BadNumber {
+                column,
+                text,
+                reason,
+            }),
+            _ => {
+                self.pos -= 1;
+                Err(self.unexpected("a prefix length"))
+            }
+        }
+    }
+
     /// An IPv6 address after a `host` or `net` qualifier (or none), with
     /// its prefix length if one is written, as libpcap's `gen_mcode6` and
     /// `gen_host6` take it: IPv6 alone, whatever the qualifier says, so
@@ -1505,21 +1521,7 @@ impl Parser {
         self.pos += 1;
         let len = if *self.peek() == Tok::Slash {
             self.pos += 1;
-            let c = self.col();
-            match self.bump().0 {
-                Tok::Num(n, _) if n <= 128 => n as u8,
-                Tok::Num(_, text) => {
-                    return Err(Error::BadNumber {
-                        column: c,
-                        text,
-                        reason: "an IPv6 prefix length is at most 128",
-                    });
-                }
-                _ => {
-                    self.pos -= 1;
-                    return Err(self.unexpected("a prefix length"));
-                }
-            }
+            self.prefix_length(128, "an IPv6 prefix length is at most 128")? as u8
         } else {
             128
         };
@@ -1646,21 +1648,7 @@ impl Parser {
                 }
                 let mask = if *self.peek() == Tok::Slash {
                     self.pos += 1;
-                    let c = self.col();
-                    let len = match self.bump().0 {
-                        Tok::Num(n, _) if n <= 32 => n,
-                        Tok::Num(_, text) => {
-                            return Err(Error::BadNumber {
-                                column: c,
-                                text,
-                                reason: "a prefix length is at most 32",
-                            });
-                        }
-                        _ => {
-                            self.pos -= 1;
-                            return Err(self.unexpected("a prefix length"));
-                        }
-                    };
+                    let len = self.prefix_length(32, "a prefix length is at most 32")?;
                     // A partial network is promoted, as libpcap's
                     // gen_mcode does: 192.168/16 is 192.168.0.0/16.
                     if len == 0 { 0 } else { u32::MAX << (32 - len) }

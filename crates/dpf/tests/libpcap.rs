@@ -25,6 +25,13 @@ use dpf::ir::Program;
 use dpf::{Reader, Table};
 use rand::Rng;
 
+/// The bytes of an IPv6 address written as text.
+fn v6(text: &str) -> [u8; 16] {
+    text.parse::<std::net::Ipv6Addr>()
+        .expect("an IPv6 address")
+        .octets()
+}
+
 /// Packets run against each filter.
 const PACKETS_PER_FILTER: usize = 100;
 
@@ -390,13 +397,8 @@ fn every_truncation_of_typical_frames_agrees() {
     frag6[12] = 0x86;
     frag6[13] = 0xdd;
     frag6[20] = 44;
-    frag6[22..38].copy_from_slice(
-        &"2001:db8::1"
-            .parse::<std::net::Ipv6Addr>()
-            .unwrap()
-            .octets(),
-    );
-    frag6[38..54].copy_from_slice(&"fe80::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    frag6[22..38].copy_from_slice(&v6("2001:db8::1"));
+    frag6[38..54].copy_from_slice(&v6("fe80::1"));
     frag6[54] = 6;
     frag6[62..64].copy_from_slice(&80u16.to_be_bytes());
     let mut arp = vec![0u8; 14 + 28];
@@ -717,12 +719,7 @@ fn a_repeated_masked_ipv6_prefix_keeps_its_meaning() {
     let mut frame = vec![0u8; 14 + 40];
     frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
     frame[14] = 0x60;
-    frame[22..38].copy_from_slice(
-        &"2001:db8::1"
-            .parse::<std::net::Ipv6Addr>()
-            .unwrap()
-            .octets(),
-    );
+    frame[22..38].copy_from_slice(&v6("2001:db8::1"));
     for (filter, repeats, matches) in [
         (
             "src net 2001:db8::/48 and not src net 2001:db8::/48",
