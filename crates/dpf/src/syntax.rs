@@ -20,10 +20,11 @@
 //! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
 //! must fit in 32 bits. Addresses are IPv4 dotted quads (or fewer parts
 //! for a network), IPv6 addresses in RFC 4291's text forms (`::`, a
-//! trailing dotted quad) and MAC addresses in libpcap's spellings. Names of hosts, networks, ports and protocols are
-//! not resolved; only the escaped protocol names after `ip proto` and
-//! `ether proto` (`\tcp`, `\ip`, ...) are known. Every error carries the
-//! 1-based column of the offending token.
+//! trailing dotted quad) and MAC addresses in libpcap's spellings. Names
+//! of hosts, networks, ports and protocols are not resolved; only the
+//! escaped protocol names after `ip proto` and `ether proto` (`\tcp`,
+//! `\ip`, ...) are known. Every error carries the 1-based column of the
+//! offending token.
 
 use std::fmt;
 
