@@ -198,12 +198,13 @@ fn reads_unset_x(insns: &[dpf::pcap::BpfInsn]) -> Option<usize> {
 /// Whether libpcap 1.10.3's optimizer miscompiles `filter` by the
 /// repeated IPv6 prefix (docs/dpf.md, "libpcap behaviour the test steers
 /// around"): one IPv6 network named twice whose prefix leaves a word of
-/// zero under a partial mask. That word's `and #m; jeq #0` becomes `jset
-/// #m` in the optimizer's first round, which swaps the block's edges after
-/// the round's edge dominators were found, so the second test is decided
-/// by the first one's opposite outcome (`src net 2001:db8::/48 and not src
-/// net 2001:db8::/48` accepts 2001:db8::1). Directions are not told apart,
-/// so a few filters libpcap gets right are left out too.
+/// zero under a partial mask. The second test is decided as if the first
+/// had had the opposite outcome (`src net 2001:db8::/48 and not src net
+/// 2001:db8::/48` accepts 2001:db8::1); likely because that word's `and
+/// #m; jeq #0` becomes `jset #m`, its edges swapped, in the optimizer's
+/// first round after the round's edge dominators were found. Directions
+/// are not told apart, so a few filters libpcap gets right are left out
+/// too.
 fn repeats_a_masked_ipv6_prefix(filter: &str) -> bool {
     use dpf::syntax::{Expr, Primitive};
     fn walk(e: &Expr, seen: &mut Vec<([u8; 16], u8)>) -> bool {
