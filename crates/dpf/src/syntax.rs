@@ -562,8 +562,15 @@ fn ipv6(text: &str) -> Option<[u8; 16]> {
     text.parse::<std::net::Ipv6Addr>().ok().map(|a| a.octets())
 }
 
-/// The mask of an IPv6 prefix of `len` bits (at most 128), as a number.
-pub(crate) fn mask6(len: u8) -> u128 {
+/// The mask of an IPv6 prefix of `len` bits (at most 128), as a number:
+/// what [`Primitive::Net6`]'s address is compared under.
+///
+/// ```
+/// assert_eq!(dpf::syntax::mask6(0), 0);
+/// assert_eq!(dpf::syntax::mask6(1), 1 << 127);
+/// assert_eq!(dpf::syntax::mask6(128), u128::MAX);
+/// ```
+pub fn mask6(len: u8) -> u128 {
     u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
 }
 

@@ -219,7 +219,7 @@ fn repeats_a_masked_ipv6_prefix(filter: &str) -> bool {
                 let &Primitive::Net6 { addr, len, .. } = p else {
                     return false;
                 };
-                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                let mask = dpf::syntax::mask6(len);
                 let bits = u128::from_be_bytes(addr);
                 let jset_word = (0..4).any(|w| {
                     let m = (mask >> (96 - 32 * w)) as u32;

@@ -6,9 +6,10 @@
 //! both generators, so that a healthy fraction of (filter, packet) pairs
 //! match. Packets cover IPv4 with and without options (IHL 5 to 15),
 //! fragments, TCP/UDP/ICMP/SCTP, IPv6 with and without a fragment header,
-//! ARP and RARP, 802.1Q tags (IPv4 or IPv6 behind them), MPLS label stacks, 802.3/LLC frames (I, S and U control bytes,
-//! Netware raw 802.3), PPPoE discovery and session, garbage, and truncation at
-//! the lengths where filters' loads begin to fail.
+//! ARP and RARP, 802.1Q tags (IPv4 or IPv6 behind them), MPLS label
+//! stacks, 802.3/LLC frames (I, S and U control bytes, Netware raw
+//! 802.3), PPPoE discovery and session, garbage, and truncation at the
+//! lengths where filters' loads begin to fail.
 
 #![allow(dead_code)]
 
