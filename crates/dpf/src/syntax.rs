@@ -574,6 +574,14 @@ pub fn mask6(len: u8) -> u128 {
     u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
 }
 
+/// The longest text [`mac`] reads: six groups of two digits and five
+/// separators.
+const MAC_TEXT_MAX: usize = 17;
+
+/// The longest text [`ipv6`] reads: six groups of four digits, their six
+/// colons and a dotted quad of 15.
+const IPV6_TEXT_MAX: usize = 45;
+
 fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
     let chars: Vec<char> = src.chars().collect();
     let mut toks = Vec::new();
@@ -588,35 +596,43 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
         }
         let two = |d: char| chars.get(i + 1) == Some(&d);
         // The text of the longest run from `i` of characters `keep` takes,
-        // and where it ends.
-        let run = |keep: &dyn Fn(char) -> bool| {
-            let end = chars[i..]
+        // and where it ends, if it is at most `max` long: a longer run is
+        // no address of the kind asked for, and is not read to its end,
+        // so that a run of tens of thousands of `1:` (each `1` a start
+        // again) costs a bounded look at each start, not the rest of the
+        // run.
+        let run = |keep: &dyn Fn(char) -> bool, max: usize| {
+            let n = chars[i..]
                 .iter()
-                .position(|&c| !keep(c))
-                .map_or(chars.len(), |n| i + n);
-            (chars[i..end].iter().collect::<String>(), end)
+                .take(max + 1)
+                .take_while(|&&c| keep(c))
+                .count();
+            (n <= max).then(|| (chars[i..i + n].iter().collect::<String>(), i + n))
         };
         let starts_value = c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1]));
-        if starts_value {
-            let (text, j) = run(&|c| word_char(c) || c == ':');
-            if let Some(m) = mac(&text) {
-                toks.push((Tok::Mac(m, text), column));
-                i = j;
-                continue;
-            }
+        if starts_value
+            && let Some((text, j)) = run(&|c| word_char(c) || c == ':', MAC_TEXT_MAX)
+            && let Some(m) = mac(&text)
+        {
+            toks.push((Tok::Mac(m, text), column));
+            i = j;
+            continue;
         }
         // An IPv6 address: the longest run of hex digits, `:` and `.`
         // that starts here (as the scanner's longest match takes it),
         // beginning with a hex digit that does not continue a word, or
         // with `::`. What follows the run lexes on its own (`fe80::1g` is
         // an address and then a name, an error either way).
-        if starts_value || (c == ':' && two(':')) {
-            let (text, j) = run(&|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-            if let Some(a) = ipv6(&text) {
-                toks.push((Tok::Addr6(a, text), column));
-                i = j;
-                continue;
-            }
+        if (starts_value || (c == ':' && two(':')))
+            && let Some((text, j)) = run(
+                &|c| c.is_ascii_hexdigit() || c == ':' || c == '.',
+                IPV6_TEXT_MAX,
+            )
+            && let Some(a) = ipv6(&text)
+        {
+            toks.push((Tok::Addr6(a, text), column));
+            i = j;
+            continue;
         }
         let (tok, len) = match c {
             '(' => (Tok::LParen, 1),

@@ -161,6 +161,15 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             .map(|i| format!("ether[{i}] = {}", i % 256))
             .collect::<Vec<_>>()
             .join(" and ");
+        // A stack of a thousand labels (each moves the payload four bytes
+        // on and is checked against the IP version rule; at the primitive
+        // limit the optimizer's rounds take seconds, as for a stack of
+        // `vlan`s), and IPv6 hosts as a client listing them writes.
+        let label_stack = format!("{}tcp port 80", "mpls 5 and ".repeat(1000));
+        let v6_hosts = (0..1500)
+            .map(|i| format!("host 2001:db8::{i:x}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
         for src in [
             deep_not,
             deep_paren,
@@ -169,6 +178,8 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             nested_chains,
             many_atoms,
             alternatives(1500),
+            label_stack,
+            v6_hosts,
         ] {
             let e = dpf::parse(&src).unwrap();
             // Printing and dropping a deep tree take no stack either.
@@ -178,11 +189,15 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             t.install(&src, 1, 0)
                 .unwrap_or_else(|e| panic!("{}...: {e}", &src[..40]));
         }
-        // Past the limits: errors, on the same stack.
+        // Past the limits, or one address-like token as long as a filter
+        // may be: errors, on the same stack.
         for src in [
             format!("{}udp", "!".repeat(4000)),
             format!("{}udp{}", "(".repeat(3000), ")".repeat(3000)),
             format!("{}tcp", "not ".repeat(30_000)),
+            format!("{}tcp", "mpls and ".repeat(MAX_PRIMITIVES)),
+            format!("host {}", "1:".repeat(30_000)),
+            format!("net ::{}/64", "a:".repeat(30_000)),
         ] {
             assert!(dpf::Table::new().install(&src, 1, 0).is_err());
         }
