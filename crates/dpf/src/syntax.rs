@@ -562,16 +562,20 @@ fn ipv6(text: &str) -> Option<[u8; 16]> {
     text.parse::<std::net::Ipv6Addr>().ok().map(|a| a.octets())
 }
 
-/// The mask of an IPv6 prefix of `len` bits (at most 128), as a number:
-/// what [`Primitive::Net6`]'s address is compared under.
+/// The mask of an IPv6 prefix of `len` bits, as a number: what
+/// [`Primitive::Net6`]'s address is compared under. A length past 128
+/// (which the parser refuses) is the whole address.
 ///
 /// ```
 /// assert_eq!(dpf::syntax::mask6(0), 0);
 /// assert_eq!(dpf::syntax::mask6(1), 1 << 127);
 /// assert_eq!(dpf::syntax::mask6(128), u128::MAX);
+/// assert_eq!(dpf::syntax::mask6(200), u128::MAX);
 /// ```
 pub fn mask6(len: u8) -> u128 {
-    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
+    u128::MAX
+        .checked_shl(128u32.saturating_sub(u32::from(len)))
+        .unwrap_or(0)
 }
 
 /// The longest text [`mac`] reads: six groups of two digits and five
