@@ -165,6 +165,18 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// A filter whose optimization would take more than
+    /// [`crate::lower::MAX_OPTIMIZER_WORK`] steps: long `or`/`and` chains
+    /// of primitives that each test several fields (`port`, `net`), whose
+    /// pull-ups are quadratic in the chain's length.
+    #[error(
+        "the filter needs more than {limit} steps of libpcap's optimizer; \
+         split its longest or-chain into several filters"
+    )]
+    TooComplex {
+        /// The budget, in steps.
+        limit: u64,
+    },
     /// libpcap could not be loaded (the oracle is unavailable).
     #[error("libpcap could not be loaded: {0}")]
     LibpcapUnavailable(String),

@@ -107,35 +107,36 @@ impl Key {
         }
     }
 
-    /// Whether both leave the same value in the accumulator.
-    fn same_a(&self, other: &Key) -> bool {
-        match (*self, *other) {
-            (
-                Key::Prim { field, mask, .. },
-                Key::Prim {
-                    field: f2,
-                    mask: m2,
-                    ..
-                },
-            ) => field == f2 && mask == m2,
-            (
-                Key::Raw {
-                    class,
-                    offset,
-                    size,
-                    mask,
-                    ..
-                },
-                Key::Raw {
-                    class: c2,
-                    offset: o2,
-                    size: s2,
-                    mask: m2,
-                    ..
-                },
-            ) => class == c2 && offset == o2 && size == s2 && mask == m2,
-            (Key::Arith { a, .. }, Key::Arith { a: a2, .. }) => a == a2,
-            _ => false,
+    /// The key with its jump and operand cleared: two tests leave the
+    /// same value in the accumulator exactly when these are equal.
+    fn a_value(&self) -> Key {
+        match *self {
+            Key::Prim { field, mask, .. } => Key::Prim {
+                field,
+                mask,
+                cmp: Cmp::Eq,
+                value: 0,
+            },
+            Key::Raw {
+                class,
+                offset,
+                size,
+                mask,
+                ..
+            } => Key::Raw {
+                class,
+                offset,
+                size,
+                mask,
+                cmp: Cmp::Eq,
+                value: 0,
+            },
+            Key::Arith { a, .. } => Key::Arith {
+                a,
+                cmp: Cmp::Eq,
+                k: 0,
+                x: None,
+            },
         }
     }
 }
@@ -1400,13 +1401,21 @@ impl Blocks {
         }
     }
 
-    /// Whether both blocks leave the same value in the accumulator.
-    fn same_a(&self, a: NodeId, b: NodeId) -> bool {
-        let (a, b) = (
-            self.block(a).expect("a block"),
-            self.block(b).expect("a block"),
-        );
-        a.leaf.key.same_a(&b.leaf.key)
+    /// Each block's accumulator value as a number: two blocks leave the
+    /// same value in the accumulator exactly when their numbers are equal
+    /// (the pull-ups compare them at every step of their walks).
+    fn a_values(&self) -> Vec<u32> {
+        let mut numbers = HashMap::new();
+        self.blocks
+            .iter()
+            .map(|b| match b {
+                Some(b) => {
+                    let next = numbers.len() as u32;
+                    *numbers.entry(b.leaf.key.a_value()).or_insert(next)
+                }
+                None => u32::MAX,
+            })
+            .collect()
     }
 
     /// The blocks reachable from `root` grouped by level (the longest
@@ -1466,12 +1475,19 @@ impl Blocks {
     /// ([`FactTree`]); the intersection over a block's predecessors is
     /// their nearest common ancestor (binary lifting, `O(log n)`). A
     /// round is so `O(n log n)` plus the edge moves themselves, where
-    /// the sets were `O(n^2)` in time and memory.
-    fn optimize(&mut self, root: NodeId) {
-        // Each round moves some edge; the cap only guards against a bug.
-        for round in 0..10_000 {
+    /// the sets were `O(n^2)` in time and memory. The pull-ups' walks
+    /// remain `O(n)` a block; past [`MAX_OPTIMIZER_WORK`] steps in all
+    /// the filter is refused ([`Error::TooComplex`]).
+    fn optimize(&mut self, root: NodeId) -> Result<(), Error> {
+        let a = self.a_values();
+        // Steps of work: a round's blocks, each edge moved by opt_j, each
+        // step of a pull-up's walk. A round moves some edge or is the last,
+        // so the budget also bounds the rounds.
+        let mut work = 0u64;
+        for round in 0u64.. {
             let levels = self.levels(root);
             let n = self.blocks.len();
+            work += n as u64;
             // Block dominator tree: node `n` is a virtual root.
             let mut dom = Lift::new(n + 1);
             let mut facts = FactTree::new(n, &self.blocks);
@@ -1535,6 +1551,7 @@ impl Blocks {
                         }
                         let e = FactTree::edge_node(id, holds);
                         while let Some(out) = self.decided(succ, e, &facts) {
+                            work += 1;
                             succ = self.edge(succ, out);
                             changed = true;
                         }
@@ -1559,20 +1576,43 @@ impl Blocks {
             for p in &mut preds {
                 p.reverse();
             }
+            // The pull-ups ask "does `b` dominate `d`" at every step of
+            // their walks: two comparisons on the tree's preorder, where
+            // binary lifting's walk up the tree missed the cache.
+            let links = (0..n as u32).filter_map(|id| Some((id, dom_acc[id as usize]?)));
+            let (tin, tout, _) = preorder(
+                n + 1,
+                n as u32,
+                links.filter(|&(id, _)| tip[id as usize].is_some()),
+            );
             let dominates = |b: NodeId, d: NodeId| {
-                b == d || (tip[d as usize].is_some() && dom.is_ancestor(b, d))
+                b == d
+                    || (tip[d as usize].is_some()
+                        && tin[b as usize] <= tin[d as usize]
+                        && tin[d as usize] <= tout[b as usize])
             };
             for list in levels.iter().skip(1) {
                 for &b in list {
                     for or in [true, false] {
-                        changed |= self.pullup(b, or, &preds[b as usize], dominates);
+                        changed |= self.pullup(b, or, &preds[b as usize], &a, &mut work, dominates);
+                    }
+                    if work > MAX_OPTIMIZER_WORK {
+                        return Err(Error::TooComplex {
+                            limit: MAX_OPTIMIZER_WORK,
+                        });
                     }
                 }
             }
+            if work > MAX_OPTIMIZER_WORK {
+                return Err(Error::TooComplex {
+                    limit: MAX_OPTIMIZER_WORK,
+                });
+            }
             if !changed {
-                return;
+                break;
             }
         }
+        Ok(())
     }
 
     /// libpcap's `or_pullup` (`or`) or `and_pullup`: in a chain of tests
@@ -1584,12 +1624,15 @@ impl Blocks {
         b: NodeId,
         or: bool,
         preds: &[(NodeId, bool)],
+        a: &[u32],
+        work: &mut u64,
         dominates: impl Fn(NodeId, NodeId) -> bool,
     ) -> bool {
+        let same_a = |x: NodeId, y: NodeId| a[x as usize] == a[y as usize];
         let Some(&(p0, e0)) = preds.first() else {
             return false;
         };
-        if preds.iter().any(|&(p, _)| !self.same_a(p, p0)) {
+        if preds.iter().any(|&(p, _)| !same_a(p, p0)) {
             return false;
         }
         if self.block(b).is_none() || self.edge(p0, e0) != b {
@@ -1600,10 +1643,11 @@ impl Blocks {
         let mut diff_at: Option<NodeId> = None; // None: the predecessors' edges
         let mut diff = b;
         loop {
+            *work += 1;
             if self.block(diff).is_none() || self.edge(diff, or) != exit || !dominates(b, diff) {
                 return false;
             }
-            if !self.same_a(diff, p0) {
+            if !same_a(diff, p0) {
                 break;
             }
             diff_at = Some(diff);
@@ -1612,10 +1656,11 @@ impl Blocks {
         let mut same_at = diff;
         let mut same = self.edge(diff, !or);
         loop {
+            *work += 1;
             if self.block(same).is_none() || self.edge(same, or) != exit || !dominates(b, same) {
                 return false;
             }
-            if self.same_a(same, p0) {
+            if same_a(same, p0) {
                 break;
             }
             same_at = same;
@@ -1708,12 +1753,38 @@ impl Lift {
         }
         self.up[a as usize * self.log]
     }
+}
 
-    /// Whether `a` is `v` or one of its ancestors.
-    fn is_ancestor(&self, a: u32, v: u32) -> bool {
-        self.depth[a as usize] <= self.depth[v as usize]
-            && self.at_depth(v, self.depth[a as usize]) == a
+/// Numbers the tree of `n` nodes under `root` whose `(child, parent)`
+/// links are `links`, in preorder: `tin[v]..=tout[v]` spans `v`'s
+/// subtree, so "`u` is `v` or an ancestor of it" is two comparisons.
+/// Returns the numbers and the nodes in preorder; a node off the tree
+/// keeps 0s.
+fn preorder(
+    n: usize,
+    root: u32,
+    links: impl IntoIterator<Item = (u32, u32)>,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (c, p) in links {
+        children[p as usize].push(c);
     }
+    let (mut tin, mut tout) = (vec![0; n], vec![0; n]);
+    let mut order = Vec::new();
+    let mut clock = 0;
+    let mut stack = vec![(root, false)];
+    while let Some((v, done)) = stack.pop() {
+        if done {
+            tout[v as usize] = clock;
+            continue;
+        }
+        clock += 1;
+        tin[v as usize] = clock;
+        order.push(v);
+        stack.push((v, true));
+        stack.extend(children[v as usize].iter().rev().map(|&c| (c, false)));
+    }
+    (tin, tout, order)
 }
 
 /// The edge-dominator tree of one round: node 0 is the root (no edge),
@@ -1808,28 +1879,11 @@ impl FactTree {
     /// edge is added.
     fn finish(&mut self) {
         let n = self.lift.depth.len();
-        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for &e in &self.added {
-            children[self.lift.up[e as usize * self.lift.log] as usize].push(e);
-        }
-        self.tin = vec![0; n];
-        self.tout = vec![0; n];
-        let mut order = Vec::with_capacity(self.added.len());
-        let mut clock = 0;
-        let mut stack = vec![(Self::ROOT, false)];
-        while let Some((v, done)) = stack.pop() {
-            if done {
-                self.tout[v as usize] = clock;
-                continue;
-            }
-            clock += 1;
-            self.tin[v as usize] = clock;
-            if v != Self::ROOT {
-                order.push(v);
-            }
-            stack.push((v, true));
-            stack.extend(children[v as usize].iter().rev().map(|&c| (c, false)));
-        }
+        let parent = |e: u32| self.lift.up[e as usize * self.lift.log];
+        let links: Vec<(u32, u32)> = self.added.iter().map(|&e| (e, parent(e))).collect();
+        let (tin, tout, mut order) = preorder(n, Self::ROOT, links);
+        (self.tin, self.tout) = (tin, tout);
+        order.retain(|&v| v != Self::ROOT);
         // Preorder keeps each class sorted; a stack of the members that
         // contain the current one gives its outermost ancestor.
         let mut open: HashMap<(u32, u32, bool), Vec<u32>> = HashMap::new();
@@ -1890,6 +1944,16 @@ impl FactTree {
     }
 }
 
+/// The most steps of work libpcap's first optimizer pass may take on one
+/// filter ([`Error::TooComplex`] past it): a step is a block of a round,
+/// an edge moved, or a step of a pull-up's walk down a chain. The walks
+/// make a chain of `k` alternatives that each test several fields about
+/// `k²` steps, and a client's filter is compiled on the daemon's CPU:
+/// the budget holds one filter to about a second of it at worst, and
+/// admits 1,000 `port` or 3,000 `udp dst port` alternatives (22 and 9
+/// million steps; libpcap 1.10 takes minutes to optimize the first).
+pub const MAX_OPTIMIZER_WORK: u64 = 1 << 25;
+
 /// The final graph: identical nodes shared (libpcap's `intern_blocks`).
 /// A test whose edges agree is kept: its load still rejects a short
 /// packet, as the block libpcap keeps does.
@@ -1913,10 +1977,15 @@ impl Builder {
 
 /// Lowers a parsed filter to its decision graph.
 ///
-/// A filter libpcap's optimizer refuses (see [`lower_checked`]) lowers
-/// all the same, to the program of the tests it keeps.
-pub fn lower(e: &Expr) -> Program {
-    lower_and_check(e).0
+/// A filter libpcap's optimizer refuses for its arithmetic (see
+/// [`lower_checked`]) lowers all the same, to the program of the tests it
+/// keeps. A filter past the optimizer's budget has no program
+/// ([`Error::TooComplex`]).
+pub fn lower(e: &Expr) -> Result<Program, Error> {
+    match lower_and_check(e) {
+        (_, Some(err @ Error::TooComplex { .. })) => Err(err),
+        (p, _) => Ok(p),
+    }
 }
 
 /// Lowers a parsed filter, or refuses it where libpcap's optimizer does:
@@ -1936,7 +2005,9 @@ fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     };
     let mut values = Values::default();
     let root = blocks.lower(&cond(e, &mut values), ACCEPT, REJECT);
-    blocks.optimize(root);
+    if let Err(e) = blocks.optimize(root) {
+        return (Program::reject_all(), Some(e));
+    }
     let refused = blocks
         .levels(root)
         .iter()
@@ -2170,7 +2241,7 @@ mod tests {
     use crate::syntax::parse;
 
     fn prog(src: &str) -> Program {
-        lower(&parse(src).unwrap())
+        lower(&parse(src).unwrap()).unwrap()
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! allocator; one test in this binary so nothing else allocates). The
 //! optimizer's dominators were per-block sets, quadratic in memory
 //! (3,000 alternatives: 930 MB), so doubling `k` quadrupled the peak;
-//! as trees they are `O(n log n)`.
+//! as trees they are `O(n log n)`. The same for the merge's analysis of
+//! a stack of `vlan` tags, whose per-test sets were quadratic too.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,19 +42,38 @@ fn alternatives(n: usize) -> String {
         .join(" or ")
 }
 
+/// The peak heap memory above what was live before, while `f` runs.
+fn peak_while<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    (PEAK.load(Ordering::Relaxed) - base, out)
+}
+
 /// The peak heap memory above what was live before, while lowering `src`.
 fn peak_while_lowering(src: &str) -> usize {
     let e = dpf::parse(src).unwrap();
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let p = dpf::lower::lower(&e);
-    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let (peak, p) = peak_while(|| dpf::lower::lower(&e).unwrap());
     assert!(p.nodes.len() > 2);
     peak
 }
 
+/// The same while finding the tests every match of `src` passes
+/// ([`dpf::merge::analyze`]).
+fn peak_while_analyzing(src: &str) -> usize {
+    let p = dpf::compile(src).unwrap();
+    let (peak, a) = peak_while(|| dpf::merge::analyze(&p));
+    assert!(!a.atoms.is_empty());
+    peak
+}
+
+/// A stack of `n` VLAN tags, then TCP.
+fn tags(n: usize) -> String {
+    format!("{}tcp", "vlan 5 and ".repeat(n))
+}
+
 #[test]
-fn lowering_memory_grows_near_linearly_with_the_alternatives() {
+fn lowering_and_analysis_memory_grow_near_linearly() {
     let (k, two_k) = (
         peak_while_lowering(&alternatives(500)),
         peak_while_lowering(&alternatives(1000)),
@@ -67,4 +87,19 @@ fn lowering_memory_grows_near_linearly_with_the_alternatives() {
     );
     // And in absolute terms: well under a kilobyte per test block.
     assert!(two_k < 16 << 20, "{two_k} bytes for 1,000 alternatives");
+
+    // The analysis kept, for every test, the set of tests each match
+    // below it passes: quadratic in a stack of tags, 860 MB for 4,095.
+    // It now hands a set on to the one test above that needs it last.
+    let (k, two_k) = (
+        peak_while_analyzing(&tags(1000)),
+        peak_while_analyzing(&tags(2000)),
+    );
+    let ratio = two_k as f64 / k as f64;
+    eprintln!("peak heap while analyzing: 1,000 tags {k} B, 2,000 {two_k} B ({ratio:.2}x)");
+    assert!(
+        ratio < 2.6,
+        "doubling the stack multiplied the peak by {ratio:.2}"
+    );
+    assert!(two_k < 16 << 20, "{two_k} bytes for 2,000 tags");
 }

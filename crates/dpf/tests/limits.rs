@@ -6,6 +6,7 @@
 //! a 256 KiB stack, as small as a daemon's connection thread may have.
 
 use dpf::Error;
+use dpf::lower::MAX_OPTIMIZER_WORK;
 use dpf::syntax::{MAX_FILTER_LEN, MAX_NESTING, MAX_PRIMITIVES};
 
 /// `n` alternatives `udp dst port P`, as a client asking for many ports
@@ -161,11 +162,12 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             .map(|i| format!("ether[{i}] = {}", i % 256))
             .collect::<Vec<_>>()
             .join(" and ");
-        // A stack of a thousand labels (each moves the payload four bytes
-        // on and is checked against the IP version rule; at the primitive
-        // limit the optimizer's rounds take seconds, as for a stack of
-        // `vlan`s), and IPv6 hosts as a client listing them writes.
-        let label_stack = format!("{}tcp port 80", "mpls 5 and ".repeat(1000));
+        // Stacks of labels and of tags to the primitive limit (each moves
+        // the payload on; the analysis of which tests every match passes
+        // once took 17 s and 860 MB on the tags), and IPv6 hosts as a
+        // client listing them writes.
+        let label_stack = format!("{}tcp", "mpls 5 and ".repeat(MAX_PRIMITIVES - 1));
+        let tag_stack = format!("{}tcp", "vlan 5 and ".repeat(MAX_PRIMITIVES - 1));
         let v6_hosts = (0..1500)
             .map(|i| format!("host 2001:db8::{i:x}"))
             .collect::<Vec<_>>()
@@ -179,6 +181,7 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             many_atoms,
             alternatives(1500),
             label_stack,
+            tag_stack,
             v6_hosts,
         ] {
             let e = dpf::parse(&src).unwrap();
@@ -202,6 +205,65 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
             assert!(dpf::Table::new().install(&src, 1, 0).is_err());
         }
     });
+}
+
+/// `n` alternatives `net 10.x.y.0/24`: each tests the address four ways
+/// (IPv4, ARP and RARP sources and destinations), so the optimizer's
+/// pull-ups walk the whole chain below each test, about `n²` steps.
+fn nets(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("net 10.{}.{}.0/24", i / 256, i % 256))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// An Ethernet, IPv4 and UDP frame from 10.0.0.1 to 10.0.0.2, port 53.
+fn udp_from_10_0_0_1_to_port_53() -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + 8];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&53u16.to_be_bytes());
+    f
+}
+
+#[test]
+fn the_optimizers_work_is_budgeted_and_a_refused_filter_changes_nothing() {
+    // 2,500 networks fit the text and primitive limits but ask about
+    // twice the optimizer's budget (6.8 s of a daemon's CPU for 3,000
+    // before there was one): refused, typed.
+    let huge = nets(2500);
+    assert!(huge.len() <= MAX_FILTER_LEN);
+    assert_eq!(
+        dpf::compile(&huge).unwrap_err(),
+        Error::TooComplex {
+            limit: MAX_OPTIMIZER_WORK
+        }
+    );
+    let mut t = dpf::Table::new();
+    let kept = t.install("udp dst port 53", 1, 0).unwrap();
+    // At a higher priority it would take the frame below, had it gone in.
+    let e = t.install(&huge, 2, 5).unwrap_err();
+    assert!(e.to_string().contains("split its longest or-chain"), "{e}");
+    assert_eq!(t.len(), 1);
+    assert_eq!(
+        t.reader().classify(&udp_from_10_0_0_1_to_port_53()),
+        Some(1)
+    );
+    t.remove(kept).unwrap();
+    // What the budget admits: a thousand `port`s, a thousand networks.
+    for src in [
+        (1..=1000)
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or "),
+        nets(1000),
+    ] {
+        t.install(&src, 3, 0).unwrap();
+    }
 }
 
 #[test]
