@@ -1,8 +1,9 @@
 //! Installing a filter cannot stall or crash the engine: a filter is
 //! compiled before the engine-wide lock is taken, so a huge one holds up
 //! no other client's endpoint or channel; and a filter past dpf's limits
-//! (64 KiB, nesting 64, 4,096 primitives) is an error reply from the
-//! daemon, which stays up and keeps serving.
+//! (64 KiB, nesting 64, 4,096 primitives, the optimizer's budget of
+//! work) is an error reply from the daemon, which stays up and keeps
+//! serving.
 #![cfg(not(loom))]
 
 use std::io::{Read, Write};
@@ -87,6 +88,11 @@ fn a_rejected_filter_leaves_the_engine_as_it_was() {
         format!("{}udp{}", "(".repeat(3000), ")".repeat(3000)),
         vec!["udp"; 8192].join(" and "),
         alternatives(1, 4097),
+        // Within the limits above, past the optimizer's budget of work.
+        (1..=2000)
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or "),
     ] {
         let e = ep.install_filter(chan, &bad, 1).unwrap_err();
         assert!(e.to_string().starts_with("filter: "), "{e}");
@@ -174,6 +180,60 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
     drop(ep);
     drop(client);
     drop(raw);
+    drop(server);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A client that installs filters, or opens channels, in a loop: each
+/// install merges the whole table under the engine's control lock, so
+/// before the budget an endpoint's 18,000th filter took 20 ms of that lock
+/// and every later one more. Now an endpoint holds at most
+/// `Budgets::filters`, its channels' own included; the refusal is typed,
+/// changes nothing, and a removal makes room again. Through the daemon,
+/// as a hostile local client would do it.
+#[test]
+fn an_endpoints_filters_have_a_budget() {
+    let engine = engine();
+    engine.start(1).expect("an engine thread");
+    let limit = engine.budgets().filters;
+    assert_eq!(limit, 64, "the documented default");
+    let path = std::env::temp_dir().join(format!("unet-filter-budget-{}.sock", std::process::id()));
+    let server = daemon::serve(engine.clone(), &path).unwrap();
+    let client = Client::connect(&path).unwrap();
+    let mut ep = client.create_endpoint(Config::default(), None).unwrap();
+    let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+    let mut installed = Vec::new();
+    let mut refused = None;
+    for p in 0..1000 {
+        match ep.install_filter(chan, &format!("udp dst port {}", 1000 + p), 1) {
+            Ok(fid) => installed.push(fid),
+            Err(e) => {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    // The channel's own filter and 63 more.
+    assert_eq!(installed.len(), limit - 1);
+    let refused = refused.expect("a refusal");
+    assert!(
+        refused.contains(&format!("holds {limit} filters, its budget")),
+        "{refused}"
+    );
+    let e = ep.open_channel(engine.local(), ep.id()).unwrap_err();
+    assert!(e.to_string().contains("its budget"), "{e}");
+    // A removal makes room for one, and only one: the refusals took no
+    // room.
+    ep.remove_filter(installed.pop().unwrap()).unwrap();
+    installed.push(ep.install_filter(chan, "udp dst port 9", 1).unwrap());
+    assert!(ep.install_filter(chan, "udp dst port 10", 1).is_err());
+    // Another endpoint of the same client has its own budget.
+    let mut other = client.create_endpoint(Config::default(), None).unwrap();
+    let c2 = other.open_channel(engine.local(), other.id()).unwrap();
+    other.install_filter(c2, "udp dst port 11", 1).unwrap();
+    drop(other);
+    drop(ep);
+    drop(client);
     drop(server);
     let _ = std::fs::remove_file(&path);
 }

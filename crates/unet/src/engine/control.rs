@@ -257,6 +257,21 @@ impl Engine {
         self.inner.verdicts.store(version, Ordering::Release);
     }
 
+    /// Whether endpoint `id`, whose filters by channel are `filters`, may
+    /// take one more ([`Budgets::filters`]).
+    fn within_filter_budget(
+        &self,
+        id: EndpointId,
+        filters: &[Option<Vec<dpf::FilterId>>],
+    ) -> Result<(), EngineError> {
+        let held: usize = filters.iter().flatten().map(Vec::len).sum();
+        let limit = self.inner.budgets.filters;
+        if held >= limit {
+            return Err(EngineError::FilterBudget { id, limit });
+        }
+        Ok(())
+    }
+
     pub(super) fn port_or_err(&self, id: EndpointId) -> Result<Arc<Port>, EngineError> {
         self.port(id)
             .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))
@@ -372,6 +387,7 @@ impl Engine {
             )));
         }
         let mut filters = lock(&port.filters);
+        self.within_filter_budget(id, &filters)?;
         let tag = (0..=u16::MAX)
             .find(|&t| filters.get(usize::from(t)).is_none_or(Option::is_none))
             .ok_or(EngineError::Exhausted(
@@ -433,6 +449,7 @@ impl Engine {
         let filter = dpf::Table::prepare(filter)?;
         let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
+        self.within_filter_budget(id, &filters)?;
         let ch = filters
             .get_mut(usize::from(chan))
             .and_then(Option::as_mut)

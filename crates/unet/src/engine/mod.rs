@@ -120,6 +120,18 @@ pub enum EngineError {
     /// The endpoint id or channel tag space is exhausted.
     #[error("{0}")]
     Exhausted(&'static str),
+    /// The endpoint holds as many filters as its budget allows
+    /// ([`Budgets::filters`]), its channels' own included.
+    #[error(
+        "endpoint {id} holds {limit} filters, its budget (a channel's own filter counts); \
+         remove one first"
+    )]
+    FilterBudget {
+        /// The endpoint.
+        id: EndpointId,
+        /// The budget.
+        limit: usize,
+    },
     /// No such endpoint or channel.
     #[error("{0}")]
     NotFound(String),
@@ -584,6 +596,13 @@ pub struct Budgets {
     /// that always burns its budget gets at most `1 / (1 + throttle)` of a
     /// thread. 0 turns throttling off. Default 64.
     pub throttle: u32,
+    /// Filters one endpoint may hold at once, its channels' own (one a
+    /// channel) included. Each install merges the whole table under the
+    /// engine's control lock, so the table's size sets what every other
+    /// client's install and channel costs; with the daemon's endpoints per
+    /// connection and connections per process, this bounds a process's
+    /// share of it. Default 64.
+    pub filters: usize,
 }
 
 impl Default for Budgets {
@@ -597,6 +616,7 @@ impl Default for Budgets {
             inbox_bytes: 4 << 20,
             round_time: Duration::from_micros(200),
             throttle: 64,
+            filters: 64,
         }
     }
 }
