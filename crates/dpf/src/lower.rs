@@ -601,15 +601,16 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
         // libpcap's gen_llc_linktype for the ISO, IP and NetBEUI SAPs,
         // which always use 802.2: DSAP and SSAP both `n`.
-        Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => Cond::And(vec![
-            not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
-            eq(link(14, Size::H), n << 8 | n),
-        ]),
+        Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => sap_pair(n),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
         Primitive::EtherProto(n) => Cond::And(vec![
             not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
             eq(link(14, Size::B), n),
         ]),
+        Primitive::IsoProto(n) => iso_proto(n),
+        Primitive::IsisProto(n) => isis_proto(n),
+        // gen_proto_abbrev_internal: each type a whole `isis proto`.
+        Primitive::IsisPdus(set) => Cond::Or(set.types().iter().map(|&t| isis_proto(t)).collect()),
         Primitive::Host { proto, dir, addr } => host(proto, dir, addr, u32::MAX),
         Primitive::Net {
             proto,
@@ -713,6 +714,29 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             }
         }
     }
+}
+
+/// An 802.3 frame (a length, not a type, at 12) whose DSAP and SSAP are
+/// both `sap`: libpcap's gen_llc_linktype for the SAPs that always use
+/// 802.2 (ISO, IP, NetBEUI).
+fn sap_pair(sap: u32) -> Cond {
+    Cond::And(vec![
+        not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+        eq(link(14, Size::H), sap << 8 | sap),
+    ])
+}
+
+/// libpcap's gen_proto for Q_ISO: the ISO SAP's link type, then the
+/// network-layer protocol id, the byte after the three of the LLC header
+/// (OR_LINKPL_NOSNAP).
+fn iso_proto(n: u32) -> Cond {
+    Cond::And(vec![sap_pair(0xfe), eq(link(17, Size::B), n)])
+}
+
+/// libpcap's gen_proto for Q_ISIS: ISO protocol 0x83, then the PDU type,
+/// four bytes into the IS-IS header.
+fn isis_proto(n: u32) -> Cond {
+    Cond::And(vec![iso_proto(0x83), eq(link(21, Size::B), n)])
 }
 
 /// The computed values of one program ([`Program::values`]), each

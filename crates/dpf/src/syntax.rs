@@ -77,6 +77,72 @@ pub enum Proto {
     Icmp6,
 }
 
+/// The IS-IS PDU type sets libpcap names (`l1`, `l2`, `iih`, `lsp`,
+/// `snp`, `csnp`, `psnp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IsisPdus {
+    /// `l1`: every level-1 PDU, and the point-to-point hello.
+    L1,
+    /// `l2`: every level-2 PDU, and the point-to-point hello.
+    L2,
+    /// `iih`: the hellos.
+    Iih,
+    /// `lsp`: the link-state PDUs.
+    Lsp,
+    /// `snp`: the sequence-number PDUs, complete and partial.
+    Snp,
+    /// `csnp`: the complete sequence-number PDUs.
+    Csnp,
+    /// `psnp`: the partial sequence-number PDUs.
+    Psnp,
+}
+
+impl IsisPdus {
+    /// The set a name stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "l1" => IsisPdus::L1,
+            "l2" => IsisPdus::L2,
+            "iih" => IsisPdus::Iih,
+            "lsp" => IsisPdus::Lsp,
+            "snp" => IsisPdus::Snp,
+            "csnp" => IsisPdus::Csnp,
+            "psnp" => IsisPdus::Psnp,
+            _ => return None,
+        })
+    }
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        match self {
+            IsisPdus::L1 => "l1",
+            IsisPdus::L2 => "l2",
+            IsisPdus::Iih => "iih",
+            IsisPdus::Lsp => "lsp",
+            IsisPdus::Snp => "snp",
+            IsisPdus::Csnp => "csnp",
+            IsisPdus::Psnp => "psnp",
+        }
+    }
+
+    /// The PDU types, in the order libpcap tests them: it builds each set
+    /// as `t1 or t2`, then puts each further type in front (`gen_or(b0,
+    /// b1)` tests `b0` first).
+    pub fn types(self) -> &'static [u32] {
+        // ISO 10589's numbers: L1/L2 LAN hellos 15/16, point-to-point
+        // hello 17, L1/L2 LSPs 18/20, CSNPs 24/25, PSNPs 26/27.
+        match self {
+            IsisPdus::L1 => &[26, 24, 18, 15, 17],
+            IsisPdus::L2 => &[27, 25, 20, 16, 17],
+            IsisPdus::Iih => &[17, 15, 16],
+            IsisPdus::Lsp => &[18, 20],
+            IsisPdus::Snp => &[27, 26, 24, 25],
+            IsisPdus::Csnp => &[24, 25],
+            IsisPdus::Psnp => &[26, 27],
+        }
+    }
+}
+
 /// A direction qualifier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dir {
@@ -305,6 +371,19 @@ pub enum Primitive {
     /// control byte of the given kind if one is named (libpcap's
     /// `gen_llc`, `gen_llc_i/s/u` and `gen_llc_s/u_subtype`).
     Llc(Option<LlcKind>),
+    /// `iso proto N` (also `\clnp`, `\esis`, `\isis`), and `clnp`,
+    /// `esis` (`es-is`), `isis` (`is-is`) alone (libpcap's `gen_proto` for
+    /// `Q_ISO`): an 802.3 frame with the ISO network-layer SAP (DSAP and
+    /// SSAP 0xfe) whose network-layer protocol id, the byte after the LLC
+    /// header, is N.
+    IsoProto(u32),
+    /// `isis proto N` (libpcap's `gen_proto` for `Q_ISIS`): IS-IS (ISO
+    /// protocol 0x83) with PDU type N, the IS-IS header's fifth byte.
+    IsisProto(u32),
+    /// `l1`, `l2`, `iih`, `lsp`, `snp`, `csnp`, `psnp`: IS-IS of any of
+    /// the PDU types the name stands for (libpcap's
+    /// `gen_proto_abbrev_internal`).
+    IsisPdus(IsisPdus),
     /// `mpls [label]` (libpcap's `gen_mpls`): the first an MPLS frame
     /// (EtherType 0x8847, `4 * shift` bytes on), each later one a label
     /// below one that is not the bottom of the stack; with the label's 20
@@ -740,6 +819,10 @@ enum AddrKind {
     Port,
     Portrange,
     Proto,
+    /// After `iso proto`: an ISO network-layer protocol id.
+    IsoProto,
+    /// After `isis proto`: an IS-IS PDU type.
+    IsisProto,
 }
 
 /// The qualifiers of a primitive, inherited by a bare value after it.
@@ -802,20 +885,28 @@ const UNSUPPORTED: &[&str] = &[
     "addr3",
     "addr4",
     "radio",
-    "clnp",
-    "esis",
-    "isis",
-    "l1",
-    "l2",
-    "iih",
-    "lsp",
-    "snp",
-    "csnp",
-    "psnp",
     "hdpvt",
     "iso",
     "byte",
 ];
+
+/// The ISO and IS-IS keywords of libpcap's scanner (`iso` is an LLC SAP
+/// name too, in [`UNSUPPORTED`] for its qualified forms).
+const ISO_WORDS: &[&str] = &[
+    "clnp", "esis", "es-is", "isis", "is-is", "l1", "l2", "iih", "lsp", "snp", "csnp", "psnp",
+];
+
+/// The ISO network-layer protocol ids libpcap names (`clnp`, `esis` or
+/// `es-is`, `isis` or `is-is`, and after `iso proto` as `\clnp`, `\esis`,
+/// `\isis`).
+fn iso_protocol(name: &str) -> Option<u32> {
+    Some(match name {
+        "clnp" => 0x81,
+        "esis" | "es-is" => 0x82,
+        "isis" | "is-is" => 0x83,
+        _ => return None,
+    })
+}
 
 /// ICMPv6's next-header number.
 const IPPROTO_ICMPV6: u32 = 58;
@@ -1328,6 +1419,53 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::EtherProto(t)), None))
             }
+            // libpcap's `pqual PROTO id` for Q_ISO and Q_ISIS; a bare
+            // value after it inherits the qualifier (`iso proto 0x81 or
+            // 0x82`).
+            "iso" | "isis" if self.is_word(1, "proto") => {
+                self.pos += 2;
+                let q = Qual {
+                    proto: None,
+                    dir: Dir::SrcOrDst,
+                    addr: if w == "iso" {
+                        AddrKind::IsoProto
+                    } else {
+                        AddrKind::IsisProto
+                    },
+                    addr_col: column,
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
+            // libpcap's gen_proto refuses these two.
+            "esis" | "es-is" | "clnp" if self.is_word(1, "proto") => Err(Error::BadQualifier {
+                column,
+                message: if w == "clnp" {
+                    "'clnp proto' is not supported".into()
+                } else {
+                    "'esis proto' is bogus".into()
+                },
+            }),
+            // ISO hosts, networks and ports are not libpcap's either.
+            "iso" | "clnp" | "esis" | "es-is" | "isis" | "is-is" if self.qualified_next() => {
+                Err(Error::BadQualifier {
+                    column,
+                    message: format!(
+                        "\"{w}\" is followed by no host, net, port or offset \
+                         (ISO host filtering not implemented, as in libpcap)"
+                    ),
+                })
+            }
+            "clnp" | "esis" | "es-is" | "isis" | "is-is" => {
+                self.pos += 1;
+                let n = iso_protocol(w).expect("one of the names above");
+                Ok((Expr::Prim(Primitive::IsoProto(n)), None))
+            }
+            w if IsisPdus::from_name(w).is_some() && !self.qualified_next() => {
+                self.pos += 1;
+                let set = IsisPdus::from_name(w).expect("matched above");
+                Ok((Expr::Prim(Primitive::IsisPdus(set)), None))
+            }
             // libpcap's gen_proto_abbrev: gen_linktype of the LLC SAP.
             "iso" | "stp" | "netbeui" if !self.qualified_next() => {
                 let feature = format!("the \"{w}\" primitive");
@@ -1777,6 +1915,46 @@ impl Parser {
                     range: q.addr == AddrKind::Portrange,
                 })
             }
+            // `iso proto`: a number, or one of libpcap's three names
+            // escaped (unescaped they are keywords, a syntax error).
+            AddrKind::IsoProto => {
+                let n = match self.peek().clone() {
+                    // libpcap 1.10 compares a larger number with the byte
+                    // (never equal); its later releases refuse it, as dpf
+                    // does.
+                    Tok::Num(n, text) if n > 0xff => {
+                        return Err(Error::BadNumber {
+                            column,
+                            text,
+                            reason: "an ISO network-layer protocol id is at most 255",
+                        });
+                    }
+                    Tok::Num(n, _) => n,
+                    Tok::Escaped(name) => iso_protocol(&name).ok_or(Error::BadQualifier {
+                        column,
+                        message: format!("unknown osi proto '{name}' (clnp, esis or isis)"),
+                    })?,
+                    _ => return Err(self.unexpected("an ISO protocol number")),
+                };
+                self.pos += 1;
+                Ok(Primitive::IsoProto(n))
+            }
+            // `isis proto`: a number only (libpcap looks a name up as an
+            // IP protocol's and refuses it).
+            AddrKind::IsisProto => match *self.peek() {
+                // The PDU type is the byte's low five bits; as above, later
+                // libpcap releases refuse a larger number.
+                Tok::Num(n, ref text) if n > 0x1f => Err(Error::BadNumber {
+                    column,
+                    text: text.clone(),
+                    reason: "an IS-IS PDU type is at most 31",
+                }),
+                Tok::Num(n, _) => {
+                    self.pos += 1;
+                    Ok(Primitive::IsisProto(n))
+                }
+                _ => Err(self.unexpected("an IS-IS PDU type")),
+            },
             AddrKind::Proto => {
                 let Some((p, _)) = q.proto else {
                     return Ok(Primitive::AnyProto(self.proto_number(Proto::Ip)?));
@@ -2305,6 +2483,7 @@ fn is_keyword(w: &str) -> bool {
         )
         || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
+        || ISO_WORDS.contains(&w)
 }
 
 // ---------------------------------------------------------------- display
@@ -2386,6 +2565,9 @@ impl fmt::Display for Primitive {
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),
+            Primitive::IsoProto(n) => write!(f, "iso proto {n:#04x}"),
+            Primitive::IsisProto(n) => write!(f, "isis proto {n:#04x}"),
+            Primitive::IsisPdus(set) => write!(f, "{}", set.name()),
             Primitive::Llc(None) => write!(f, "llc"),
             Primitive::Llc(Some(k)) => write!(f, "llc {}", k.name()),
             Primitive::Pppoes { id: None } => write!(f, "pppoes"),

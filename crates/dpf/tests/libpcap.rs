@@ -379,7 +379,8 @@ fn dpf_agrees_with_libpcap() {
 
 /// Hand-picked filters on hand-picked packets, the cases the random test
 /// might reach rarely: every truncation length of a TCP/IPv4 frame with
-/// options, of an IPv6 fragment and of an ARP request.
+/// options, of an IPv6 fragment, of an ARP request, of IS-IS and the rest
+/// below.
 #[test]
 fn every_truncation_of_typical_frames_agrees() {
     let Some(pcap) = libpcap_or_skip() else {
@@ -444,6 +445,16 @@ fn every_truncation_of_typical_frames_agrees() {
     tagged_llc[20] = 0x15;
     let mut netware = llc.clone();
     netware[14..16].copy_from_slice(&[0xff, 0xff]);
+    // IS-IS in 802.3 (the ISO SAPs, protocol id 0x83): a level-1 LSP
+    // (PDU type 18), the same behind a tag, and a CLNP packet (0x81).
+    let mut isis = vec![0u8; 14 + 3 + 8];
+    isis[12..14].copy_from_slice(&11u16.to_be_bytes());
+    isis[14..18].copy_from_slice(&[0xfe, 0xfe, 0x03, 0x83]);
+    isis[21] = 18;
+    let mut tagged_isis = isis.clone();
+    tagged_isis.splice(12..12, [0x81, 0x00, 0x00, 5]);
+    let mut clnp = isis.clone();
+    clnp[17] = 0x81;
     // The TCP/IPv4 frame below two MPLS labels, 100 and then 200 (the
     // bottom of the stack), and the ICMPv6 one below label 5 behind a tag.
     let mut labelled = tcp4.clone();
@@ -515,6 +526,17 @@ fn every_truncation_of_typical_frames_agrees() {
         "vlan 5 and llc rnr",
         "vlan and (llc s or llc)",
         "llc rr or llc xid or ether[16] = 0x15",
+        // ISO and IS-IS: the SAPs, the protocol id, the PDU type.
+        "isis",
+        "clnp or es-is",
+        "l1",
+        "l2 or iih",
+        "lsp and not snp",
+        "csnp or psnp or isis proto 18",
+        "iso proto 0x83 or 0x81",
+        "not iso proto \\clnp and iso",
+        "vlan 5 and l1",
+        "vlan and (isis proto 20 or clnp)",
         // IPv6 addresses: every word of both, a prefix inside a word,
         // the whole space (no load but the type's), behind two tags.
         "host 2001:db8::1",
@@ -563,6 +585,9 @@ fn every_truncation_of_typical_frames_agrees() {
             &llc,
             &tagged_llc,
             &netware,
+            &isis,
+            &tagged_isis,
+            &clnp,
             &pppoe,
             &labelled,
             &labelled6,

@@ -469,7 +469,7 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("ether proto lldp", 13),
         ("ether proto \\atalk", 13),
         ("aarp", 1),
-        ("iso proto 0x81", 1),
+        ("iso host 1", 1),
         ("ether proto \\ipx", 13),
     ]);
 }
@@ -797,6 +797,89 @@ fn mpls_moves_the_payload_and_tells_only_ip_below_it() {
         (
             "mpls 1048576",
             "column 6: bad number \"1048576\": an MPLS label is at most 1048575",
+        ),
+    ] {
+        assert_eq!(msg(src), want, "{src}");
+    }
+}
+
+#[test]
+fn iso_and_is_is_as_libpcap_names_them() {
+    use dpf::syntax::IsisPdus;
+    use dpf::syntax::Primitive::{IsisPdus as Pdus, IsisProto, IsoProto};
+    let one = |src: &str| match &dpf::parse(src).unwrap_or_else(|e| panic!("{src}: {e}")) {
+        Expr::Prim(p) => p.clone(),
+        e => panic!("{src}: {e:?}"),
+    };
+    for (src, want) in [
+        ("clnp", IsoProto(0x81)),
+        ("esis", IsoProto(0x82)),
+        ("es-is", IsoProto(0x82)),
+        ("isis", IsoProto(0x83)),
+        ("is-is", IsoProto(0x83)),
+        ("iso proto 0x81", IsoProto(0x81)),
+        ("iso proto \\esis", IsoProto(0x82)),
+        ("iso proto 255", IsoProto(0xff)),
+        ("isis proto 0x1a", IsisProto(0x1a)),
+        ("isis proto 31", IsisProto(31)),
+        ("l1", Pdus(IsisPdus::L1)),
+        ("l2", Pdus(IsisPdus::L2)),
+        ("iih", Pdus(IsisPdus::Iih)),
+        ("lsp", Pdus(IsisPdus::Lsp)),
+        ("snp", Pdus(IsisPdus::Snp)),
+        ("csnp", Pdus(IsisPdus::Csnp)),
+        ("psnp", Pdus(IsisPdus::Psnp)),
+    ] {
+        assert_eq!(one(src), want, "{src}");
+    }
+    // A bare value inherits `iso proto` or `isis proto`; what is printed
+    // parses back to the same.
+    assert_eq!(
+        canon("iso proto \\clnp or 0x82"),
+        "iso proto 0x81 or iso proto 0x82"
+    );
+    assert_eq!(
+        canon("isis proto 0x1a or 0x18 and l2"),
+        "(isis proto 0x1a or isis proto 0x18) and l2"
+    );
+    for src in [
+        "iso proto 0x81 or iso proto 0x82",
+        "(isis proto 0x1a or isis proto 0x18) and l2",
+    ] {
+        assert_eq!(canon(src), src);
+    }
+    let msg = |src: &str| dpf::parse(src).unwrap_err().to_string();
+    for (src, want) in [
+        ("esis proto 3", "column 1: 'esis proto' is bogus"),
+        ("clnp proto 3", "column 1: 'clnp proto' is not supported"),
+        (
+            "iso proto \\ip",
+            "column 11: unknown osi proto 'ip' (clnp, esis or isis)",
+        ),
+        (
+            "iso proto isis",
+            "column 11: syntax error: expected an ISO protocol number, found \"isis\"",
+        ),
+        (
+            "isis proto \\isis",
+            "column 12: syntax error: expected an IS-IS PDU type, found \"\\isis\"",
+        ),
+        (
+            "iso proto 256",
+            "column 11: bad number \"256\": an ISO network-layer protocol id is at most 255",
+        ),
+        (
+            "isis proto 32",
+            "column 12: bad number \"32\": an IS-IS PDU type is at most 31",
+        ),
+        (
+            "tcp or isis src 1",
+            "column 8: \"isis\" is followed by no host, net, port or offset \
+             (ISO host filtering not implemented, as in libpcap)",
+        ),
+        (
+            "mpls and l1",
+            "column 10: unsupported protocol over mpls: l1",
         ),
     ] {
         assert_eq!(msg(src), want, "{src}");

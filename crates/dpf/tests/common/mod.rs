@@ -246,6 +246,23 @@ impl Gen {
                     "llc xid",
                     "llc frmr",
                     "pppoed",
+                    "clnp",
+                    "esis",
+                    "es-is",
+                    "isis",
+                    "is-is",
+                    "iso proto 0x82",
+                    "iso proto \\clnp or \\isis",
+                    "iso proto 0x83 or 0x81",
+                    "isis proto 17",
+                    "isis proto 0x1a or 24",
+                    "l1",
+                    "l2",
+                    "iih",
+                    "lsp",
+                    "snp",
+                    "csnp",
+                    "psnp",
                 ])
                 .to_string(),
                 None,
@@ -795,6 +812,17 @@ impl Gen {
                     ]);
                     let pf = if self.chance(0.3) { 0x10 } else { 0 };
                     f[16] = c | pf;
+                }
+                // ISO's SAP: a network-layer protocol id after the LLC
+                // header (CLNP, ES-IS, IS-IS or another), and for IS-IS a
+                // PDU type in the header's fifth byte (one of ISO 10589's,
+                // now and then with a reserved high bit set, or another).
+                if f[14..16] == [0xfe, 0xfe] && f.len() > 17 && self.chance(0.8) {
+                    f[17] = *self.pick(&[0x81, 0x82, 0x83, 0x83, 0x83, 0x00]);
+                    if f[17] == 0x83 && f.len() > 21 {
+                        let t = *self.pick(&[15u8, 16, 17, 18, 20, 24, 25, 26, 27, 19, 0]);
+                        f[21] = if self.chance(0.1) { t | 0x20 } else { t };
+                    }
                 }
                 f
             }
