@@ -598,7 +598,30 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             ether_type(ETHERTYPE_IPV6),
             eq(link(38, Size::B), 0xff),
         ]),
+        // gen_ether_linktype's AppleTalk cases: the EtherType, or an
+        // 802.3 frame of 802.2 SNAP with Apple's OUI (AppleTalk) or the
+        // zero one (AARP).
+        Primitive::EtherProto(n @ (ETHERTYPE_ATALK | ETHERTYPE_AARP)) => Cond::Or(vec![
+            ether_type(n),
+            Cond::And(vec![
+                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+                snap(if n == ETHERTYPE_ATALK { 0x08_0007 } else { 0 }, n),
+            ]),
+        ]),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
+        // gen_ether_linktype's IPX case: Ethernet II, or in 802.3 SNAP,
+        // the IPX SAP as DSAP, or Netware's raw 802.3 (0xffff).
+        Primitive::EtherProto(LLCSAP_IPX) => Cond::Or(vec![
+            ether_type(ETHERTYPE_IPX),
+            Cond::And(vec![
+                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+                Cond::Or(vec![
+                    snap(0, ETHERTYPE_IPX),
+                    eq(link(14, Size::B), LLCSAP_IPX),
+                    eq(link(14, Size::H), 0xffff),
+                ]),
+            ]),
+        ]),
         // libpcap's gen_llc_linktype for the ISO, IP and NetBEUI SAPs,
         // which always use 802.2: DSAP and SSAP both `n`.
         Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => sap_pair(n),
@@ -714,6 +737,23 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             }
         }
     }
+}
+
+/// AppleTalk's EtherType and AARP's.
+const ETHERTYPE_ATALK: u32 = 0x809b;
+const ETHERTYPE_AARP: u32 = 0x80f3;
+/// IPX's EtherType and LLC SAP.
+const ETHERTYPE_IPX: u32 = 0x8137;
+const LLCSAP_IPX: u32 = 0xe0;
+
+/// libpcap's gen_snap: the 802.2 header of a SNAP frame (DSAP and SSAP
+/// 0xaa, UI) with `oui` and `ptype`, eight bytes compared as gen_bcmp
+/// does, the last four first.
+fn snap(oui: u32, ptype: u32) -> Cond {
+    Cond::And(vec![
+        eq(link(18, Size::W), (oui & 0xffff) << 16 | ptype),
+        eq(link(14, Size::W), 0xaaaa_0300 | oui >> 16),
+    ])
 }
 
 /// An 802.3 frame (a length, not a type, at 12) whose DSAP and SSAP are

@@ -259,7 +259,15 @@ pub enum Primitive {
     /// A protocol name alone: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`,
     /// `icmp`, `sctp`.
     Proto(Proto),
-    /// `ether proto N` (also `\ip`, `\ip6`, `\arp`, `\rarp`).
+    /// `ether proto N` (also `\ip`, `\ip6`, `\arp`, `\rarp` and the other
+    /// names of libpcap's EtherType and LLC SAP tables), and the
+    /// abbreviations that are one (`decnet`, `atalk`, `iso`, `ipx`...).
+    /// As libpcap's gen_ether_linktype: above 1500 an EtherType, at most
+    /// 255 an LLC DSAP (DSAP and SSAP for ISO, IP and NetBEUI); IPX (0xe0)
+    /// is its EtherType 0x8137 or, in 802.3, its DSAP, Netware's raw
+    /// 0xffff or 802.2 SNAP of 0x8137; AppleTalk (0x809b) and AARP
+    /// (0x80f3) are the EtherType or 802.2 SNAP with Apple's or the zero
+    /// OUI.
     EtherProto(u32),
     /// `ip proto N` (also `\tcp`, `\udp`, `\icmp`, `\sctp`).
     IpProto(u32),
@@ -915,23 +923,24 @@ const IPPROTO_IGMP: u32 = 2;
 /// VRRP's protocol number, which CARP shares (`vrrp`, `carp`).
 const IPPROTO_VRRP: u32 = 112;
 
-/// The EtherType names libpcap 1.10 knows (its `eproto_db`) whose
-/// `ether proto` is a plain EtherType test (`lldp` and `slow` came after
-/// 1.10 and are not resolved). `\aarp` and `\atalk`
-/// (AppleTalk, also matched in 802.2 SNAP) and the LLC SAP names (`\iso`,
-/// `\stp`, `\ipx`, `\netbeui`) are expanded specially by libpcap and left
-/// out.
-/// The LLC SAP names libpcap 1.10 resolves (its `llc_db`) that dpf
-/// implements; `\ipx` (four encapsulations) is left out.
+/// The LLC SAP names libpcap 1.10 resolves (its `llc_db`): as `ether
+/// proto`, ISO and NetBEUI are a DSAP and SSAP test, STP a DSAP test, and
+/// IPX its four encapsulations (see [`Primitive::EtherProto`]).
 fn llc_sap(name: &str) -> Option<u32> {
     Some(match name {
         "iso" => 0xfe,
         "stp" => 0x42,
+        "ipx" => 0xe0,
         "netbeui" => 0xf0,
         _ => return None,
     })
 }
 
+/// The EtherType names libpcap 1.10 knows (its `eproto_db`) besides
+/// `ip`, `ip6`, `arp` and `rarp`: a plain EtherType test, but for the two
+/// AppleTalk types, also matched in 802.2 SNAP (see
+/// [`Primitive::EtherProto`]). `lldp` and `slow` came after 1.10 and are
+/// not resolved.
 fn plain_ethertype(name: &str) -> Option<u32> {
     Some(match name {
         "mopdl" => 0x6001,
@@ -940,6 +949,8 @@ fn plain_ethertype(name: &str) -> Option<u32> {
         "lat" => 0x6004,
         "sca" => 0x6007,
         "loopback" => 0x9000,
+        "atalk" => 0x809b,
+        "aarp" => 0x80f3,
         _ => return None,
     })
 }
@@ -1409,11 +1420,13 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Multicast), None))
             }
-            // libpcap's gen_proto_abbrev: these five are an EtherType
-            // test alone, IGMP, VRRP and CARP `ip proto N`. Followed by a
-            // qualifier or an offset (`decnet host`, `vrrp[0]`) they stay
-            // unsupported, below.
-            "decnet" | "lat" | "mopdl" | "moprc" | "sca" if !self.qualified_next() => {
+            // libpcap's gen_proto_abbrev: these seven are gen_linktype of
+            // their EtherType alone, IGMP, VRRP and CARP `ip proto N`.
+            // Followed by a qualifier or an offset (`decnet host`,
+            // `vrrp[0]`) they stay unsupported, below.
+            "decnet" | "lat" | "mopdl" | "moprc" | "sca" | "atalk" | "aarp"
+                if !self.qualified_next() =>
+            {
                 let feature = format!("the \"{w}\" primitive");
                 let t = plain_ethertype(w).ok_or(Error::Unsupported { column, feature })?;
                 self.pos += 1;
@@ -1467,7 +1480,7 @@ impl Parser {
                 Ok((Expr::Prim(Primitive::IsisPdus(set)), None))
             }
             // libpcap's gen_proto_abbrev: gen_linktype of the LLC SAP.
-            "iso" | "stp" | "netbeui" if !self.qualified_next() => {
+            "iso" | "stp" | "ipx" | "netbeui" if !self.qualified_next() => {
                 let feature = format!("the \"{w}\" primitive");
                 let t = llc_sap(w).ok_or(Error::Unsupported { column, feature })?;
                 self.pos += 1;
@@ -1991,14 +2004,6 @@ impl Parser {
                             column,
                             text: n.to_string(),
                             reason,
-                        });
-                    }
-                    if matches!(n, 0xe0 | 0x809b | 0x80f3) {
-                        return Err(Error::Unsupported {
-                            column,
-                            feature: format!(
-                                "ether proto {n:#x} (libpcap expands IPX and the AppleTalk types specially)"
-                            ),
                         });
                     }
                     Ok(Primitive::EtherProto(n))

@@ -455,6 +455,12 @@ fn every_truncation_of_typical_frames_agrees() {
     tagged_isis.splice(12..12, [0x81, 0x00, 0x00, 5]);
     let mut clnp = isis.clone();
     clnp[17] = 0x81;
+    // AppleTalk in 802.2 SNAP (Apple's OUI), IPX in SNAP (the zero OUI).
+    let mut atalk = vec![0u8; 14 + 8 + 4];
+    atalk[12..14].copy_from_slice(&12u16.to_be_bytes());
+    atalk[14..22].copy_from_slice(&[0xaa, 0xaa, 0x03, 0x08, 0x00, 0x07, 0x80, 0x9b]);
+    let mut ipx = atalk.clone();
+    ipx[17..22].copy_from_slice(&[0, 0, 0, 0x81, 0x37]);
     // The TCP/IPv4 frame below two MPLS labels, 100 and then 200 (the
     // bottom of the stack), and the ICMPv6 one below label 5 behind a tag.
     let mut labelled = tcp4.clone();
@@ -537,6 +543,11 @@ fn every_truncation_of_typical_frames_agrees() {
         "not iso proto \\clnp and iso",
         "vlan 5 and l1",
         "vlan and (isis proto 20 or clnp)",
+        // AppleTalk, AARP and IPX: the EtherType or their 802.3 forms.
+        "atalk",
+        "aarp or ipx",
+        "ether proto \\ipx and not ether proto \\atalk",
+        "vlan 5 and (atalk or ipx)",
         // IPv6 addresses: every word of both, a prefix inside a word,
         // the whole space (no load but the type's), behind two tags.
         "host 2001:db8::1",
@@ -588,6 +599,8 @@ fn every_truncation_of_typical_frames_agrees() {
             &isis,
             &tagged_isis,
             &clnp,
+            &atalk,
+            &ipx,
             &pppoe,
             &labelled,
             &labelled6,

@@ -224,7 +224,7 @@ fn rejections_name_the_column() {
         ("ip[x] = 1", 4),
         ("ether host 10.0.0.1", 1),
         ("ether", 6),
-        ("ether proto 0xe0", 13),
+        ("ether proto 0x1e0", 13),
         ("ether proto 1500", 13),
         ("ip broadcast", 1),
         ("link proto 65536", 12),
@@ -453,6 +453,12 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("ether proto \\iso", "ether proto 0x00fe"),
         ("iso", "ether proto 0x00fe"),
         ("netbeui", "ether proto 0x00f0"),
+        // IPX and AppleTalk, which lower to their several encapsulations.
+        ("ipx", "ether proto 0x00e0"),
+        ("ether proto \\ipx", "ether proto 0x00e0"),
+        ("atalk or aarp", "ether proto 0x809b or ether proto 0x80f3"),
+        ("ether proto \\atalk", "ether proto 0x809b"),
+        ("ether proto \\aarp", "ether proto 0x80f3"),
         // As comparison layers: IPv4 protocol 112, ICMPv6 at IPv6's 40.
         ("vrrp[0] = 1", "vrrp[0] = 1"),
         ("carp[1:2] & 0xff > 3", "carp[1:2] & 0xff > 3"),
@@ -461,16 +467,15 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         assert_eq!(canon(src), want, "{src:?}");
     }
     // Qualified, they are DECnet addresses or protocol headers dpf leaves
-    // out; names that came after libpcap 1.10 or that it expands
-    // specially (AppleTalk, LLC SAPs) are not resolved.
+    // out; names that came after libpcap 1.10 are not resolved.
     refused_at(&[
         ("decnet host 10.1", 1),
         ("igmp proto 2", 1),
         ("ether proto lldp", 13),
-        ("ether proto \\atalk", 13),
-        ("aarp", 1),
+        ("ether proto slow", 13),
+        ("atalk host 1", 1),
         ("iso host 1", 1),
-        ("ether proto \\ipx", 13),
+        ("ipx src 1", 1),
     ]);
 }
 

@@ -251,6 +251,9 @@ impl Gen {
                     "es-is",
                     "isis",
                     "is-is",
+                    "atalk",
+                    "aarp",
+                    "ipx",
                     "iso proto 0x82",
                     "iso proto \\clnp or \\isis",
                     "iso proto 0x83 or 0x81",
@@ -295,6 +298,10 @@ impl Gen {
                     "0xfe",
                     "\\netbeui",
                     "\\stp",
+                    "\\ipx",
+                    "0xe0",
+                    "\\atalk",
+                    "0x80f3",
                 ]);
                 (format!("ether proto {p}"), None)
             }
@@ -813,6 +820,15 @@ impl Gen {
                     let pf = if self.chance(0.3) { 0x10 } else { 0 };
                     f[16] = c | pf;
                 }
+                // 802.2 SNAP: the encapsulated-Ethernet or Apple OUI, and
+                // IPX's, AppleTalk's, AARP's or IPv4's type.
+                if f.len() >= 22 && self.chance(0.25) {
+                    f[14..17].copy_from_slice(&[0xaa, 0xaa, 0x03]);
+                    let oui = *self.pick(&[[0u8, 0, 0], [0x08, 0x00, 0x07]]);
+                    f[17..20].copy_from_slice(&oui);
+                    let ty = *self.pick(&[0x8137u16, 0x809b, 0x80f3, 0x0800]);
+                    f[20..22].copy_from_slice(&ty.to_be_bytes());
+                }
                 // ISO's SAP: a network-layer protocol id after the LLC
                 // header (CLNP, ES-IS, IS-IS or another), and for IS-IS a
                 // PDU type in the header's fifth byte (one of ISO 10589's,
@@ -859,8 +875,9 @@ impl Gen {
                 f
             }
             16 => {
-                // Garbage behind a real Ethernet type.
-                let ty = *self.pick(&[0x0800u16, 0x86dd, 0x0806]);
+                // Garbage behind a real Ethernet type (IPX's and
+                // AppleTalk's among them).
+                let ty = *self.pick(&[0x0800u16, 0x86dd, 0x0806, 0x8137, 0x809b, 0x80f3]);
                 let mut f = self.ethernet(ty);
                 f.extend((0..self.rng.random_range(0..80)).map(|_| self.rng.random::<u8>()));
                 f
