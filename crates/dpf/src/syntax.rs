@@ -1460,7 +1460,7 @@ impl Parser {
                 },
             }),
             // ISO hosts, networks and ports are not libpcap's either.
-            "iso" | "clnp" | "esis" | "es-is" | "isis" | "is-is" if self.qualified_next() => {
+            w if (w == "iso" || ISO_WORDS.contains(&w)) && self.qualified_next() => {
                 Err(Error::BadQualifier {
                     column,
                     message: format!(

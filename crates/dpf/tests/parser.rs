@@ -886,6 +886,11 @@ fn iso_and_is_is_as_libpcap_names_them() {
             "mpls and l1",
             "column 10: unsupported protocol over mpls: l1",
         ),
+        (
+            "l1 host 1",
+            "column 1: \"l1\" is followed by no host, net, port or offset \
+             (ISO host filtering not implemented, as in libpcap)",
+        ),
     ] {
         assert_eq!(msg(src), want, "{src}");
     }
