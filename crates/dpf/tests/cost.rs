@@ -72,34 +72,32 @@ fn tags(n: usize) -> String {
     format!("{}tcp", "vlan 5 and ".repeat(n))
 }
 
-#[test]
-fn lowering_and_analysis_memory_grow_near_linearly() {
-    let (k, two_k) = (
-        peak_while_lowering(&alternatives(500)),
-        peak_while_lowering(&alternatives(1000)),
-    );
+/// Measures `peak` at `n` and `2n` and asserts it grows near-linearly:
+/// linear is 2x, n log n a little more, quadratic 4x; and in absolute
+/// terms under 16 MiB (well under a kilobyte per test block).
+fn assert_near_linear(what: &str, n: usize, peak: impl Fn(usize) -> usize) {
+    let (k, two_k) = (peak(n), peak(2 * n));
     let ratio = two_k as f64 / k as f64;
-    eprintln!("peak heap while lowering: 500 alternatives {k} B, 1,000 {two_k} B ({ratio:.2}x)");
-    // Linear is 2x, n log n a little more; quadratic would be 4x.
+    eprintln!(
+        "peak heap, {what}: {n} {k} B, {} {two_k} B ({ratio:.2}x)",
+        2 * n
+    );
     assert!(
         ratio < 2.6,
-        "doubling the filter multiplied the peak by {ratio:.2}"
+        "{what}: doubling the filter multiplied the peak by {ratio:.2}"
     );
-    // And in absolute terms: well under a kilobyte per test block.
-    assert!(two_k < 16 << 20, "{two_k} bytes for 1,000 alternatives");
+    assert!(two_k < 16 << 20, "{what}: {two_k} bytes for {}", 2 * n);
+}
 
+#[test]
+fn lowering_and_analysis_memory_grow_near_linearly() {
+    assert_near_linear("lowering alternatives", 500, |n| {
+        peak_while_lowering(&alternatives(n))
+    });
     // The analysis kept, for every test, the set of tests each match
     // below it passes: quadratic in a stack of tags, 860 MB for 4,095.
     // It now hands a set on to the one test above that needs it last.
-    let (k, two_k) = (
-        peak_while_analyzing(&tags(1000)),
-        peak_while_analyzing(&tags(2000)),
-    );
-    let ratio = two_k as f64 / k as f64;
-    eprintln!("peak heap while analyzing: 1,000 tags {k} B, 2,000 {two_k} B ({ratio:.2}x)");
-    assert!(
-        ratio < 2.6,
-        "doubling the stack multiplied the peak by {ratio:.2}"
-    );
-    assert!(two_k < 16 << 20, "{two_k} bytes for 2,000 tags");
+    assert_near_linear("analyzing a stack of tags", 1000, |n| {
+        peak_while_analyzing(&tags(n))
+    });
 }
