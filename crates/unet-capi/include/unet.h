@@ -36,7 +36,8 @@ extern "C" {
 #define UNET_EINVAL (-3)      /* an argument's value is invalid (UTF-8, address, name) */
 #define UNET_EENGINE (-4)     /* the engine refused (filter, applet, budget) or is unreachable */
 #define UNET_EAGAIN (-5)      /* for now: try again (transmit queue full; the
-                               * daemon's budget of engine-counter reads spent) */
+                               * daemon's budget of engine-counter reads, or of
+                               * filter compiling, spent) */
 #define UNET_ETOOLONG (-6)    /* message longer than the endpoint's largest */
 #define UNET_ECLOSED (-7)     /* the channel's peer endpoint went away */
 #define UNET_ETIMEDOUT (-8)   /* no message within the timeout */
@@ -187,7 +188,9 @@ int unet_open_channel_with(unet_endpoint ep, unet_addr remote, uint32_t remote_e
                            const unet_channel_options *opts, uint16_t *chan);
 /* Whether channel chan was closed because its peer went away (1) or not (0). */
 int unet_is_closed(unet_endpoint ep, uint16_t chan, int *closed);
-/* A dpf filter (pcap syntax) delivering what it matches to `chan`. */
+/* A dpf filter (pcap syntax) delivering what it matches to `chan`;
+ * through a daemon, UNET_EAGAIN past the process's budget of compiling
+ * (unet_last_error says when to try again). */
 int unet_install_filter(unet_endpoint ep, uint16_t chan, const char *filter,
                         int32_t priority, uint64_t *filter_id);
 int unet_remove_filter(unet_endpoint ep, uint64_t filter_id);

@@ -45,7 +45,8 @@ pub enum Code {
     /// connection).
     Engine = -4,
     /// `UNET_EAGAIN`: try again later: the transmit queue is full for now,
-    /// or the daemon's budget of engine-counter reads is spent for now.
+    /// or the daemon's budget of engine-counter reads or of filter
+    /// compiling is spent for now.
     Again = -5,
     /// `UNET_ETOOLONG`: the message exceeds the endpoint's largest message.
     TooLong = -6,
@@ -256,9 +257,14 @@ impl CapiError {
             CapiError::Null { .. } => Code::Null,
             CapiError::BadHandle { .. } => Code::BadHandle,
             CapiError::Utf8 { .. } | CapiError::Invalid { .. } => Code::Invalid,
-            // The daemon's budget of counter reads refills: try again.
+            // The daemon's budgets of counter reads and of filter
+            // compiling refill: try again.
             CapiError::Engine {
-                source: EngineError::Refused(unet::daemon::Refusal::CountsBudget { .. }),
+                source:
+                    EngineError::Refused(
+                        unet::daemon::Refusal::CountsBudget { .. }
+                        | unet::daemon::Refusal::CompileBudget { .. },
+                    ),
                 ..
             } => Code::Again,
             CapiError::Engine { .. } => Code::Engine,

@@ -557,7 +557,9 @@ pub unsafe extern "C" fn unet_open_channel(
 }
 
 /// Installs a filter (pcap syntax, dpf) delivering the frames it matches
-/// to channel `chan`; its id in `*filter_id`.
+/// to channel `chan`; its id in `*filter_id`. Through a daemon,
+/// `UNET_EAGAIN` once the process's budget of compiling is spent, and
+/// `unet_last_error` says when to try again.
 ///
 /// # Safety
 /// `filter` NULL or NUL-terminated; `filter_id` NULL or writable.

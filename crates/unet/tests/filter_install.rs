@@ -237,3 +237,64 @@ fn an_endpoints_filters_have_a_budget() {
     drop(server);
     let _ = std::fs::remove_file(&path);
 }
+
+/// A process that installs dear filters in a loop, over as many
+/// connections as it may hold (8), could hold as many connection threads
+/// busy: through the daemon the dearest filter found (3,000 `port`s,
+/// confined) takes 0.6 s of one. The process's installs share a budget of
+/// CPU time a second
+/// (`ServeOptions::filter_time_per_second`): an install is taken while any
+/// is left and charged after; then installs are refused, typed, with the
+/// wait, on every connection of the process, until it refills.
+#[test]
+fn a_process_filter_installs_have_a_budget_of_cpu_time() {
+    let engine = engine();
+    engine.start(1).expect("an engine thread");
+    let path = std::env::temp_dir().join(format!("unet-filter-cpu-{}.sock", std::process::id()));
+    let opts = daemon::ServeOptions {
+        filter_time_per_second: Duration::from_millis(200),
+        ..daemon::ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let client = Client::connect(&path).unwrap();
+    let mut ep = client.create_endpoint(Config::default(), None).unwrap();
+    let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+    // 2,000 ports: tens of milliseconds to a few hundred, confined.
+    let ports = (1..=2000)
+        .map(|p| format!("port {p}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let refusal = |e: unet::EngineError| match e {
+        unet::EngineError::Refused(daemon::Refusal::CompileBudget {
+            ms_per_second,
+            retry_ms,
+        }) => {
+            assert_eq!(ms_per_second, 200);
+            retry_ms
+        }
+        other => panic!("{other}"),
+    };
+    // Dear installs until one is refused: the first is always taken.
+    let mut taken = 0;
+    let retry_ms = loop {
+        match ep.install_filter(chan, &ports, 1) {
+            Ok(_) => taken += 1,
+            Err(e) => break refusal(e),
+        }
+        assert!(taken < 40, "40 dear installs taken within 200 ms a second");
+    };
+    assert!(taken >= 1);
+    assert!(retry_ms >= 1, "{retry_ms}");
+    // A cheap one is refused too, and on another connection of the
+    // process: the budget is the process's.
+    refusal(ep.install_filter(chan, "udp port 9", 1).unwrap_err());
+    let other = Client::connect(&path).unwrap();
+    let mut ep2 = other.create_endpoint(Config::default(), None).unwrap();
+    let c2 = ep2.open_channel(engine.local(), ep2.id()).unwrap();
+    refusal(ep2.install_filter(c2, "udp port 9", 1).unwrap_err());
+    // Once it has refilled, installs are taken again.
+    std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
+    ep.install_filter(chan, "udp port 9", 1).unwrap();
+    drop((ep, ep2, other, client, server));
+    let _ = std::fs::remove_file(&path);
+}

@@ -74,7 +74,14 @@
 //!   [`ServeOptions::max_engine_counts_per_second`] times a second over
 //!   all its connections (a token bucket holding a second's worth);
 //!   past it the request is refused ([`Refusal::CountsBudget`], with the
-//!   wait until the next read) without touching the engine. The daemon
+//!   wait until the next read) without touching the engine. Compiling a
+//!   filter takes the connection thread's CPU, up to about a second for
+//!   one within dpf's limits, so a process's installs share
+//!   [`ServeOptions::filter_time_per_second`] of CPU time a second (a
+//!   token bucket holding a second's worth, each install taken while any
+//!   is left and charged its thread CPU time after); past it
+//!   `InstallFilter` is refused ([`Refusal::CompileBudget`], with the
+//!   wait). The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
@@ -229,6 +236,15 @@ pub struct ServeOptions {
     /// takes too); past it the request is refused with
     /// [`Refusal::CountsBudget`]. 0 refuses every read. Default 100.
     pub max_engine_counts_per_second: u32,
+    /// The daemon's CPU time one process may spend compiling and
+    /// installing its filters (`InstallFilter`) a second, over all its
+    /// connections: a token bucket holding a second's worth. An install is
+    /// taken while any is left and its time (the connection thread's CPU
+    /// time) charged after, so one filter may overdraw it, at most by dpf's
+    /// optimizer budget (about a second); past it installs are refused
+    /// with [`Refusal::CompileBudget`] until it refills. Zero refuses
+    /// every install. Default 250 ms.
+    pub filter_time_per_second: std::time::Duration,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -245,6 +261,7 @@ impl Default for ServeOptions {
             max_memory_per_connection: 256 << 20,
             max_memory_per_peer: 1 << 30,
             max_engine_counts_per_second: 100,
+            filter_time_per_second: std::time::Duration::from_millis(250),
             on_event: None,
         }
     }
@@ -265,6 +282,7 @@ impl std::fmt::Debug for ServeOptions {
                 "max_engine_counts_per_second",
                 &self.max_engine_counts_per_second,
             )
+            .field("filter_time_per_second", &self.filter_time_per_second)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -299,6 +317,8 @@ struct PeerUse {
     /// Its reads of the engine's counters: the budget left and when it
     /// was last counted (`None`: full).
     counts: Option<Bucket>,
+    /// Its time compiling filters, in seconds (`None`: full).
+    compile: Option<Bucket>,
 }
 
 /// A token bucket: `tokens` at `at`, refilling at the budget's rate up to
@@ -309,41 +329,96 @@ struct Bucket {
     at: std::time::Instant,
 }
 
-impl PeerUse {
-    /// Takes one engine-counter read from the budget of `per_second`, or
-    /// says how long until one is allowed.
-    fn take_count(&mut self, per_second: u32, now: std::time::Instant) -> Result<(), Refusal> {
-        let rate = f64::from(per_second);
-        let b = self.counts.get_or_insert(Bucket {
+impl Bucket {
+    /// `slot`'s bucket at `now`, refilled at `rate` a second (full if it
+    /// had none).
+    fn refilled(slot: &mut Option<Bucket>, rate: f64, now: std::time::Instant) -> &mut Bucket {
+        let b = slot.get_or_insert(Bucket {
             tokens: rate,
             at: now,
         });
         b.tokens = (b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate).min(rate);
         b.at = now;
+        b
+    }
+
+    /// Milliseconds until it holds more than `need`, at `rate` a second.
+    fn wait_ms(&self, need: f64, rate: f64) -> u32 {
+        if rate == 0.0 {
+            u32::MAX
+        } else {
+            ((need - self.tokens) / rate * 1000.0).ceil().max(1.0) as u32
+        }
+    }
+
+    /// Whether `slot` would be full by `now` (forgetting a spent bucket
+    /// would let a process refill it by reconnecting).
+    fn full_by(slot: &Option<Bucket>, rate: f64, now: std::time::Instant) -> bool {
+        slot.is_none_or(|b| {
+            b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate >= rate
+        })
+    }
+}
+
+impl PeerUse {
+    /// Takes one engine-counter read from the budget of `per_second`, or
+    /// says how long until one is allowed.
+    fn take_count(&mut self, per_second: u32, now: std::time::Instant) -> Result<(), Refusal> {
+        let rate = f64::from(per_second);
+        let b = Bucket::refilled(&mut self.counts, rate, now);
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
             return Ok(());
         }
-        let retry_ms = if per_second == 0 {
-            u32::MAX
-        } else {
-            ((1.0 - b.tokens) / rate * 1000.0).ceil() as u32
-        };
         Err(Refusal::CountsBudget {
             per_second,
-            retry_ms,
+            retry_ms: b.wait_ms(1.0, rate),
         })
     }
 
+    /// Whether a filter install may start under the budget of
+    /// `per_second` of compiling a second: while any is left.
+    fn admit_compile(
+        &mut self,
+        per_second: std::time::Duration,
+        now: std::time::Instant,
+    ) -> Result<(), Refusal> {
+        let rate = per_second.as_secs_f64();
+        let b = Bucket::refilled(&mut self.compile, rate, now);
+        if b.tokens > 0.0 {
+            return Ok(());
+        }
+        Err(Refusal::CompileBudget {
+            ms_per_second: u32::try_from(per_second.as_millis()).unwrap_or(u32::MAX),
+            retry_ms: b.wait_ms(0.0, rate),
+        })
+    }
+
+    /// Charges an install's `cost` to the compile budget.
+    fn charge_compile(
+        &mut self,
+        cost: std::time::Duration,
+        per_second: std::time::Duration,
+        now: std::time::Instant,
+    ) {
+        Bucket::refilled(&mut self.compile, per_second.as_secs_f64(), now).tokens -=
+            cost.as_secs_f64();
+    }
+
     /// Whether it holds nothing the daemon must remember: no connection,
-    /// and a counts budget that has refilled (forgetting a spent one would
-    /// let a process refill it by reconnecting).
-    fn idle(&self, per_second: u32, now: std::time::Instant) -> bool {
+    /// and budgets that have refilled.
+    fn idle(&self, opts: &ServeOptions, now: std::time::Instant) -> bool {
         self.connections == 0
-            && self.counts.is_none_or(|b| {
-                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * f64::from(per_second)
-                    >= f64::from(per_second)
-            })
+            && Bucket::full_by(
+                &self.counts,
+                f64::from(opts.max_engine_counts_per_second),
+                now,
+            )
+            && Bucket::full_by(
+                &self.compile,
+                opts.filter_time_per_second.as_secs_f64(),
+                now,
+            )
     }
 }
 
@@ -353,7 +428,7 @@ impl Conns {
         let now = std::time::Instant::now();
         if let Some(p) = self.peers.get_mut(&pid) {
             p.connections = p.connections.saturating_sub(1);
-            if p.idle(opts.max_engine_counts_per_second, now) {
+            if p.idle(opts, now) {
                 self.peers.remove(&pid);
             }
         }
@@ -595,8 +670,7 @@ fn accept_loop(shared: &Arc<Shared>) {
         let mut conns = lock(&shared.conns);
         conns.threads.retain(|t| !t.is_finished());
         let now = std::time::Instant::now();
-        let rate = shared.opts.max_engine_counts_per_second;
-        conns.peers.retain(|_, p| !p.idle(rate, now));
+        conns.peers.retain(|_, p| !p.idle(&shared.opts, now));
         if let Some(msg) = conns.refusal(pid, &shared.opts) {
             drop(conns);
             // A refused client that does not read must not hold this thread.
@@ -947,6 +1021,25 @@ impl Session<'_> {
         )
     }
 
+    /// Whether this process may start a filter install.
+    fn admit_compile(&self) -> Result<(), Refusal> {
+        let mut conns = lock(&self.shared.conns);
+        conns.peers.entry(self.pid).or_default().admit_compile(
+            self.shared.opts.filter_time_per_second,
+            std::time::Instant::now(),
+        )
+    }
+
+    /// Charges a filter install's CPU time to this process's budget.
+    fn charge_compile(&self, cost: std::time::Duration) {
+        let mut conns = lock(&self.shared.conns);
+        conns.peers.entry(self.pid).or_default().charge_compile(
+            cost,
+            self.shared.opts.filter_time_per_second,
+            std::time::Instant::now(),
+        );
+    }
+
     fn handle(&mut self, body: &[u8]) -> Result<Reply, Failure> {
         let req = Request::decode(body).map_err(|e| e.to_string())?;
         let engine = &self.shared.engine;
@@ -1005,11 +1098,15 @@ impl Session<'_> {
                 text,
             } => {
                 self.mine(id)?;
-                let confined = confine_filter(text, id)?;
-                let fid = engine
-                    .install_filter(id, chan, &confined, priority)
-                    .map_err(err)?;
-                (fid.0.to_le_bytes().to_vec(), None)
+                self.admit_compile()?;
+                let start = crate::engine::thread_cpu_time();
+                let fid = confine_filter(text, id).and_then(|confined| {
+                    engine
+                        .install_filter(id, chan, &confined, priority)
+                        .map_err(err)
+                });
+                self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+                (fid?.0.to_le_bytes().to_vec(), None)
             }
             Request::RemoveFilter { id, filter } => {
                 self.mine(id)?;
@@ -1300,6 +1397,10 @@ mod tests {
                 per_second: 100,
                 retry_ms: 7,
             },
+            Refusal::CompileBudget {
+                ms_per_second: 250,
+                retry_ms: 3_400,
+            },
         ] {
             let b = r.encode();
             assert_eq!(Refusal::decode(&b), Some(r));
@@ -1315,6 +1416,10 @@ mod tests {
 
     #[test]
     fn the_counts_budget_holds_a_second_and_refills_at_its_rate() {
+        let opts = ServeOptions {
+            max_engine_counts_per_second: 3,
+            ..ServeOptions::default()
+        };
         let t0 = std::time::Instant::now();
         let mut p = PeerUse::default();
         for _ in 0..3 {
@@ -1327,19 +1432,62 @@ mod tests {
                 retry_ms: 334
             })
         );
-        assert!(!p.idle(3, t0), "a spent budget is remembered");
+        assert!(!p.idle(&opts, t0), "a spent budget is remembered");
         let later = t0 + std::time::Duration::from_millis(340);
         assert_eq!(p.take_count(3, later), Ok(()));
         assert!(p.take_count(3, later).is_err());
         // Ten seconds idle refill it to a second's worth, no more.
         let much_later = later + std::time::Duration::from_secs(10);
-        assert!(p.idle(3, much_later));
+        assert!(p.idle(&opts, much_later));
         for _ in 0..3 {
             assert_eq!(p.take_count(3, much_later), Ok(()));
         }
         assert!(p.take_count(3, much_later).is_err());
         // A budget of 0 refuses every read.
         assert!(PeerUse::default().take_count(0, t0).is_err());
+    }
+
+    #[test]
+    fn the_compile_budget_takes_an_install_while_any_is_left_and_charges_it_after() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let opts = ServeOptions {
+            filter_time_per_second: ms(250),
+            ..ServeOptions::default()
+        };
+        let rate = opts.filter_time_per_second;
+        let retry = |r: Result<(), Refusal>| match r {
+            Err(Refusal::CompileBudget {
+                ms_per_second: 250,
+                retry_ms,
+            }) => retry_ms,
+            other => panic!("{other:?}"),
+        };
+        let t0 = std::time::Instant::now();
+        let mut p = PeerUse::default();
+        // Small installs run while any of the second's worth is left: the
+        // fifth of 60 ms starts with 10 ms left and overdraws by 50.
+        for _ in 0..5 {
+            assert_eq!(p.admit_compile(rate, t0), Ok(()));
+            p.charge_compile(ms(60), rate, t0);
+        }
+        assert!((200..=201).contains(&retry(p.admit_compile(rate, t0))));
+        // 300 ms later 25 ms are left; one dear install of a second
+        // overdraws by 975, and the wait is their refill at 250 a second.
+        let t1 = t0 + ms(300);
+        assert_eq!(p.admit_compile(rate, t1), Ok(()));
+        p.charge_compile(ms(1_000), rate, t1);
+        assert!((3_900..=3_901).contains(&retry(p.admit_compile(rate, t1))));
+        assert!(!p.idle(&opts, t1), "a spent budget is remembered");
+        assert!(p.admit_compile(rate, t1 + ms(3_890)).is_err());
+        assert_eq!(p.admit_compile(rate, t1 + ms(3_910)), Ok(()));
+        assert!(p.idle(&opts, t1 + ms(10_000)));
+        // A budget of 0 refuses every install.
+        assert!(
+            PeerUse::default()
+                .admit_compile(Duration::ZERO, t0)
+                .is_err()
+        );
     }
 
     #[test]

@@ -62,12 +62,26 @@ pub enum Refusal {
         /// When the next read will be allowed, in milliseconds from the reply.
         retry_ms: u32,
     },
+    /// The process has spent its budget of time compiling filters
+    /// (`InstallFilter`); the budget refills at `ms_per_second`
+    /// milliseconds a second.
+    #[error(
+        "filters: this process's budget of {ms_per_second} ms of compiling a second is spent; try again in {retry_ms} ms"
+    )]
+    CompileBudget {
+        /// The budget: milliseconds of the daemon's CPU a second, and at
+        /// most that many ahead.
+        ms_per_second: u32,
+        /// When the next install will be taken, in milliseconds from the
+        /// reply.
+        retry_ms: u32,
+    },
 }
 
 impl Refusal {
     /// Its bytes after the status: a kind (`1` not yours, `2` counts
-    /// budget) and the kind's `u32` fields (the endpoint id; the budget
-    /// and the wait).
+    /// budget, `3` compile budget) and the kind's `u32` fields (the
+    /// endpoint id; the budget and the wait).
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(9);
         match *self {
@@ -83,6 +97,14 @@ impl Refusal {
                 v.extend_from_slice(&per_second.to_le_bytes());
                 v.extend_from_slice(&retry_ms.to_le_bytes());
             }
+            Refusal::CompileBudget {
+                ms_per_second,
+                retry_ms,
+            } => {
+                v.push(3);
+                v.extend_from_slice(&ms_per_second.to_le_bytes());
+                v.extend_from_slice(&retry_ms.to_le_bytes());
+            }
         }
         v
     }
@@ -94,6 +116,10 @@ impl Refusal {
             (1, 5) => Some(Refusal::NotYours { id: u(1)? }),
             (2, 9) => Some(Refusal::CountsBudget {
                 per_second: u(1)?,
+                retry_ms: u(5)?,
+            }),
+            (3, 9) => Some(Refusal::CompileBudget {
+                ms_per_second: u(1)?,
                 retry_ms: u(5)?,
             }),
             _ => None,

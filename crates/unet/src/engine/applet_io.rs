@@ -20,7 +20,7 @@ pub(super) const THROTTLE_MAX: Duration = Duration::from_millis(50);
 pub(super) const TIME_CHECK_EVERY: u64 = 256;
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
-pub(super) fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -91,6 +91,7 @@ mod ports;
 use crate::biased::BiasedLock as SideLock;
 use crate::biased::Me;
 pub use applet_io::Io;
+pub(crate) use applet_io::thread_cpu_time;
 use applet_io::*;
 pub(crate) use datapath::RxPoll;
 
