@@ -13,8 +13,9 @@ use crate::engine::{EngineCounts, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::Config;
 
-/// The protocol version [`Op::Info`] reports.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// The protocol version [`Op::Info`] reports: 5 since the compile-budget
+/// refusal (kind 3), which a client of version 4 could not decode.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The largest applet a request carries: jive's default limit on a class
 /// file (`jive::Limits::default().max_class_bytes`).
