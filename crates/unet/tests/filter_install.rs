@@ -184,6 +184,46 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A daemon serving a fresh engine with `opts` at a socket named for
+/// `tag`, and a client of it with one endpoint and a channel to itself.
+/// Dropped in field order: the endpoint, the client, then the daemon
+/// (which removes its socket file).
+struct Served {
+    ep: unet::Endpoint,
+    chan: u16,
+    client: Client,
+    _server: daemon::Server,
+    engine: Engine,
+    path: std::path::PathBuf,
+}
+
+impl Served {
+    fn new(tag: &str, opts: daemon::ServeOptions) -> Served {
+        let engine = engine();
+        engine.start(1).expect("an engine thread");
+        let path = std::env::temp_dir().join(format!("unet-{tag}-{}.sock", std::process::id()));
+        let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+        let client = Client::connect(&path).unwrap();
+        let mut ep = client.create_endpoint(Config::default(), None).unwrap();
+        let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+        Served {
+            ep,
+            chan,
+            client,
+            _server: server,
+            engine,
+            path,
+        }
+    }
+
+    /// Another endpoint of `client`, with a channel to itself.
+    fn endpoint(&self, client: &Client) -> (unet::Endpoint, u16) {
+        let mut ep = client.create_endpoint(Config::default(), None).unwrap();
+        let chan = ep.open_channel(self.engine.local(), ep.id()).unwrap();
+        (ep, chan)
+    }
+}
+
 /// A client that installs filters, or opens channels, in a loop: each
 /// install merges the whole table under the engine's control lock, so
 /// before the budget an endpoint's 18,000th filter took 20 ms of that lock
@@ -193,19 +233,17 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
 /// as a hostile local client would do it.
 #[test]
 fn an_endpoints_filters_have_a_budget() {
-    let engine = engine();
-    engine.start(1).expect("an engine thread");
-    let limit = engine.budgets().filters;
+    let mut d = Served::new("filter-budget", daemon::ServeOptions::default());
+    let limit = d.engine.budgets().filters;
     assert_eq!(limit, 64, "the documented default");
-    let path = std::env::temp_dir().join(format!("unet-filter-budget-{}.sock", std::process::id()));
-    let server = daemon::serve(engine.clone(), &path).unwrap();
-    let client = Client::connect(&path).unwrap();
-    let mut ep = client.create_endpoint(Config::default(), None).unwrap();
-    let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+    let chan = d.chan;
     let mut installed = Vec::new();
     let mut refused = None;
     for p in 0..1000 {
-        match ep.install_filter(chan, &format!("udp dst port {}", 1000 + p), 1) {
+        match d
+            .ep
+            .install_filter(chan, &format!("udp dst port {}", 1000 + p), 1)
+        {
             Ok(fid) => installed.push(fid),
             Err(e) => {
                 refused = Some(e.to_string());
@@ -220,45 +258,35 @@ fn an_endpoints_filters_have_a_budget() {
         refused.contains(&format!("holds {limit} filters, its budget")),
         "{refused}"
     );
-    let e = ep.open_channel(engine.local(), ep.id()).unwrap_err();
+    let (local, id) = (d.engine.local(), d.ep.id());
+    let e = d.ep.open_channel(local, id).unwrap_err();
     assert!(e.to_string().contains("its budget"), "{e}");
     // A removal makes room for one, and only one: the refusals took no
     // room.
-    ep.remove_filter(installed.pop().unwrap()).unwrap();
-    installed.push(ep.install_filter(chan, "udp dst port 9", 1).unwrap());
-    assert!(ep.install_filter(chan, "udp dst port 10", 1).is_err());
+    d.ep.remove_filter(installed.pop().unwrap()).unwrap();
+    installed.push(d.ep.install_filter(chan, "udp dst port 9", 1).unwrap());
+    assert!(d.ep.install_filter(chan, "udp dst port 10", 1).is_err());
     // Another endpoint of the same client has its own budget.
-    let mut other = client.create_endpoint(Config::default(), None).unwrap();
-    let c2 = other.open_channel(engine.local(), other.id()).unwrap();
+    let (mut other, c2) = d.endpoint(&d.client);
     other.install_filter(c2, "udp dst port 11", 1).unwrap();
-    drop(other);
-    drop(ep);
-    drop(client);
-    drop(server);
-    let _ = std::fs::remove_file(&path);
 }
 
 /// A process that installs dear filters in a loop, over as many
 /// connections as it may hold (8), could hold as many connection threads
 /// busy: through the daemon the dearest filter found (3,000 `port`s,
 /// confined) takes 0.6 s of one. The process's installs share a budget of
-/// CPU time a second
-/// (`ServeOptions::filter_time_per_second`): an install is taken while any
-/// is left and charged after; then installs are refused, typed, with the
-/// wait, on every connection of the process, until it refills.
+/// CPU time a second (`ServeOptions::filter_time_per_second`): an install
+/// is taken while any is left and charged after; then installs are
+/// refused, typed, with the wait, on every connection of the process,
+/// until it refills.
 #[test]
 fn a_process_filter_installs_have_a_budget_of_cpu_time() {
-    let engine = engine();
-    engine.start(1).expect("an engine thread");
-    let path = std::env::temp_dir().join(format!("unet-filter-cpu-{}.sock", std::process::id()));
     let opts = daemon::ServeOptions {
         filter_time_per_second: Duration::from_millis(200),
         ..daemon::ServeOptions::default()
     };
-    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
-    let client = Client::connect(&path).unwrap();
-    let mut ep = client.create_endpoint(Config::default(), None).unwrap();
-    let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+    let mut d = Served::new("filter-cpu", opts);
+    let chan = d.chan;
     // 2,000 ports: tens of milliseconds to a few hundred, confined.
     let ports = (1..=2000)
         .map(|p| format!("port {p}"))
@@ -277,7 +305,7 @@ fn a_process_filter_installs_have_a_budget_of_cpu_time() {
     // Dear installs until one is refused: the first is always taken.
     let mut taken = 0;
     let retry_ms = loop {
-        match ep.install_filter(chan, &ports, 1) {
+        match d.ep.install_filter(chan, &ports, 1) {
             Ok(_) => taken += 1,
             Err(e) => break refusal(e),
         }
@@ -287,14 +315,11 @@ fn a_process_filter_installs_have_a_budget_of_cpu_time() {
     assert!(retry_ms >= 1, "{retry_ms}");
     // A cheap one is refused too, and on another connection of the
     // process: the budget is the process's.
-    refusal(ep.install_filter(chan, "udp port 9", 1).unwrap_err());
-    let other = Client::connect(&path).unwrap();
-    let mut ep2 = other.create_endpoint(Config::default(), None).unwrap();
-    let c2 = ep2.open_channel(engine.local(), ep2.id()).unwrap();
+    refusal(d.ep.install_filter(chan, "udp port 9", 1).unwrap_err());
+    let other = Client::connect(&d.path).unwrap();
+    let (mut ep2, c2) = d.endpoint(&other);
     refusal(ep2.install_filter(c2, "udp port 9", 1).unwrap_err());
     // Once it has refilled, installs are taken again.
     std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
-    ep.install_filter(chan, "udp port 9", 1).unwrap();
-    drop((ep, ep2, other, client, server));
-    let _ = std::fs::remove_file(&path);
+    d.ep.install_filter(chan, "udp port 9", 1).unwrap();
 }
