@@ -98,18 +98,19 @@ pub enum IsisPdus {
 }
 
 impl IsisPdus {
+    const ALL: [IsisPdus; 7] = [
+        IsisPdus::L1,
+        IsisPdus::L2,
+        IsisPdus::Iih,
+        IsisPdus::Lsp,
+        IsisPdus::Snp,
+        IsisPdus::Csnp,
+        IsisPdus::Psnp,
+    ];
+
     /// The set a name stands for.
     pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "l1" => IsisPdus::L1,
-            "l2" => IsisPdus::L2,
-            "iih" => IsisPdus::Iih,
-            "lsp" => IsisPdus::Lsp,
-            "snp" => IsisPdus::Snp,
-            "csnp" => IsisPdus::Csnp,
-            "psnp" => IsisPdus::Psnp,
-            _ => return None,
-        })
+        IsisPdus::ALL.into_iter().find(|k| k.name() == name)
     }
 
     /// The name.
@@ -898,11 +899,12 @@ const UNSUPPORTED: &[&str] = &[
     "byte",
 ];
 
-/// The ISO and IS-IS keywords of libpcap's scanner (`iso` is an LLC SAP
-/// name too, in [`UNSUPPORTED`] for its qualified forms).
-const ISO_WORDS: &[&str] = &[
-    "clnp", "esis", "es-is", "isis", "is-is", "l1", "l2", "iih", "lsp", "snp", "csnp", "psnp",
-];
+/// Whether `w` is one of the ISO and IS-IS keywords of libpcap's scanner
+/// (a protocol or a PDU set; `iso` is an LLC SAP name too, in
+/// [`UNSUPPORTED`] for its qualified forms).
+fn is_iso_word(w: &str) -> bool {
+    iso_protocol(w).is_some() || IsisPdus::from_name(w).is_some()
+}
 
 /// The ISO network-layer protocol ids libpcap names (`clnp`, `esis` or
 /// `es-is`, `isis` or `is-is`, and after `iso proto` as `\clnp`, `\esis`,
@@ -1460,7 +1462,7 @@ impl Parser {
                 },
             }),
             // ISO hosts, networks and ports are not libpcap's either.
-            w if (w == "iso" || ISO_WORDS.contains(&w)) && self.qualified_next() => {
+            w if (w == "iso" || is_iso_word(w)) && self.qualified_next() => {
                 Err(Error::BadQualifier {
                     column,
                     message: format!(
@@ -1469,15 +1471,14 @@ impl Parser {
                     ),
                 })
             }
-            "clnp" | "esis" | "es-is" | "isis" | "is-is" => {
+            // Alone: a protocol (`isis`) or a set of IS-IS PDU types (`l1`).
+            w if is_iso_word(w) => {
                 self.pos += 1;
-                let n = iso_protocol(w).expect("one of the names above");
-                Ok((Expr::Prim(Primitive::IsoProto(n)), None))
-            }
-            w if IsisPdus::from_name(w).is_some() && !self.qualified_next() => {
-                self.pos += 1;
-                let set = IsisPdus::from_name(w).expect("matched above");
-                Ok((Expr::Prim(Primitive::IsisPdus(set)), None))
+                let p = iso_protocol(w).map_or_else(
+                    || Primitive::IsisPdus(IsisPdus::from_name(w).expect("an ISO word")),
+                    Primitive::IsoProto,
+                );
+                Ok((Expr::Prim(p), None))
             }
             // libpcap's gen_proto_abbrev: gen_linktype of the LLC SAP.
             "iso" | "stp" | "ipx" | "netbeui" if !self.qualified_next() => {
@@ -2488,7 +2489,7 @@ fn is_keyword(w: &str) -> bool {
         )
         || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
-        || ISO_WORDS.contains(&w)
+        || is_iso_word(w)
 }
 
 // ---------------------------------------------------------------- display
