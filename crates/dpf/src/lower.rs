@@ -604,7 +604,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         Primitive::EtherProto(n @ (ETHERTYPE_ATALK | ETHERTYPE_AARP)) => Cond::Or(vec![
             ether_type(n),
             Cond::And(vec![
-                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+                length_at_12(),
                 snap(if n == ETHERTYPE_ATALK { 0x08_0007 } else { 0 }, n),
             ]),
         ]),
@@ -614,7 +614,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         Primitive::EtherProto(LLCSAP_IPX) => Cond::Or(vec![
             ether_type(ETHERTYPE_IPX),
             Cond::And(vec![
-                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+                length_at_12(),
                 Cond::Or(vec![
                     snap(0, ETHERTYPE_IPX),
                     eq(link(14, Size::B), LLCSAP_IPX),
@@ -626,10 +626,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         // which always use 802.2: DSAP and SSAP both `n`.
         Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => sap_pair(n),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
-        Primitive::EtherProto(n) => Cond::And(vec![
-            not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
-            eq(link(14, Size::B), n),
-        ]),
+        Primitive::EtherProto(n) => Cond::And(vec![length_at_12(), eq(link(14, Size::B), n)]),
         Primitive::IsoProto(n) => iso_proto(n),
         Primitive::IsisProto(n) => isis_proto(n),
         // gen_proto_abbrev_internal: each type a whole `isis proto`.
@@ -700,10 +697,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         // DSAP/SSAP not 0xffff (Netware's raw 802.3); then, for a kind,
         // its control byte (the LLC header's third byte) under its mask.
         Primitive::Llc(kind) => {
-            let mut tests = vec![
-                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
-                not(eq(link(14, Size::H), 0xffff)),
-            ];
+            let mut tests = vec![length_at_12(), not(eq(link(14, Size::H), 0xffff))];
             if let Some(k) = kind {
                 let (mask, value) = k.control();
                 tests.push(masked_eq(link(16, Size::B), mask.into(), value.into()));
@@ -739,6 +733,12 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
     }
 }
 
+/// An 802.3 frame: a length, not a type, at 12 (gencode's `gen_cmp_gt(..,
+/// OR_LINKTYPE, .., ETHERMTU)` negated, before every LLC test).
+fn length_at_12() -> Cond {
+    not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU))
+}
+
 /// AppleTalk's EtherType and AARP's.
 const ETHERTYPE_ATALK: u32 = 0x809b;
 const ETHERTYPE_AARP: u32 = 0x80f3;
@@ -760,10 +760,7 @@ fn snap(oui: u32, ptype: u32) -> Cond {
 /// both `sap`: libpcap's gen_llc_linktype for the SAPs that always use
 /// 802.2 (ISO, IP, NetBEUI).
 fn sap_pair(sap: u32) -> Cond {
-    Cond::And(vec![
-        not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
-        eq(link(14, Size::H), sap << 8 | sap),
-    ])
+    Cond::And(vec![length_at_12(), eq(link(14, Size::H), sap << 8 | sap)])
 }
 
 /// libpcap's gen_proto for Q_ISO: the ISO SAP's link type, then the
