@@ -638,6 +638,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             addr,
             mask,
         } => host(proto, dir, addr, mask),
+        Primitive::DecnetHost { dir, addr } => by_dir(dir, |is_src| decnet_host(is_src, addr)),
         Primitive::Host6 { dir, addr } => host6(dir, addr, 128),
         Primitive::Net6 { dir, addr, len } => host6(dir, addr, len),
         Primitive::Port {
@@ -774,6 +775,41 @@ fn iso_proto(n: u32) -> Cond {
 /// four bytes into the IS-IS header.
 fn isis_proto(n: u32) -> Cond {
     Cond::And(vec![iso_proto(0x83), eq(link(21, Size::B), n)])
+}
+
+/// DECnet's EtherType.
+const ETHERTYPE_DN: u32 = 0x6003;
+
+/// libpcap's gen_dnhostop for one direction: DECnet, then the address in
+/// each of the routing header's four layouts, as the flags byte (after the
+/// two length bytes) tells them. A pad byte (0x81) may come first; a long
+/// header (flags & 7 = 6) has the destination 7 bytes past the flags and
+/// the source 15, a short one (2) at 1 and 3. The address is
+/// little-endian, compared as libpcap does, byte-swapped in a big-endian
+/// load; gen_or puts each layout in front of the ones before it, so the
+/// short header without a pad is tested first.
+fn decnet_host(is_src: bool, addr: u16) -> Cond {
+    let (short, long) = if is_src { (3, 15) } else { (1, 7) };
+    let addr = u32::from(addr.swap_bytes());
+    let layout = |padded: bool, long_header: bool| {
+        let (flags, at) = if long_header { (6, long) } else { (2, short) };
+        let flags_test = if padded {
+            masked_eq(link(16, Size::H), 0xff07, 0x8100 | flags)
+        } else {
+            masked_eq(link(16, Size::B), 0x7, flags)
+        };
+        let pad = u32::from(padded);
+        Cond::And(vec![flags_test, eq(link(16 + pad + at, Size::H), addr)])
+    };
+    Cond::And(vec![
+        ether_type(ETHERTYPE_DN),
+        Cond::Or(vec![
+            layout(false, false),
+            layout(true, false),
+            layout(false, true),
+            layout(true, true),
+        ]),
+    ])
 }
 
 /// The computed values of one program ([`Program::values`]), each

@@ -20,7 +20,8 @@
 //! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
 //! must fit in 32 bits. Addresses are IPv4 dotted quads (or fewer parts
 //! for a network), IPv6 addresses in RFC 4291's text forms (`::`, a
-//! trailing dotted quad) and MAC addresses in libpcap's spellings. Names
+//! trailing dotted quad), MAC addresses in libpcap's spellings and DECnet
+//! addresses (`AREA.NODE`, after `decnet`). Names
 //! of hosts, networks, ports and protocols are not resolved; only the
 //! escaped protocol names after `ip proto` and `ether proto` (`\tcp`,
 //! `\ip`, ...) are known. Every error carries the 1-based column of the
@@ -317,6 +318,16 @@ pub enum Primitive {
         /// The netmask.
         mask: u32,
     },
+    /// `decnet [dir] [host] AREA.NODE`: a DECnet Phase IV routing
+    /// header's source or destination
+    /// node (libpcap's `gen_dnhostop`), in any of its four layouts (long
+    /// or short header, with or without a pad byte).
+    DecnetHost {
+        /// The direction.
+        dir: Dir,
+        /// The address, `area << 10 | node`.
+        addr: u16,
+    },
     /// `[ip6] [dir] host ADDR` with an IPv6 address (libpcap's
     /// `gen_host6`): IPv6 only, with or without the `ip6` qualifier.
     Host6 {
@@ -531,7 +542,8 @@ enum Tok {
     Escaped(String),
     /// A number, with its text.
     Num(u32, String),
-    /// A dotted address (one to four decimal parts), with its text.
+    /// A dotted address (one to four decimal parts, each fitting in 32
+    /// bits), with its text.
     Addr(Vec<u32>, String),
     /// A MAC address, with its text.
     Mac([u8; 6], String),
@@ -773,8 +785,11 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
                         if p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) {
                             return Err(bad("each part must be a decimal number"));
                         }
+                        // A part may exceed a byte here: a DECnet node
+                        // does (`50.764`); an IPv4 address's parts are
+                        // checked where one is read ([`ipv4`]).
                         match p.parse::<u32>() {
-                            Ok(n) if n <= 255 => v.push(n),
+                            Ok(n) => v.push(n),
                             _ => return Err(bad("a part is greater than 255")),
                         }
                     }
@@ -832,6 +847,8 @@ enum AddrKind {
     IsoProto,
     /// After `isis proto`: an IS-IS PDU type.
     IsisProto,
+    /// After `decnet [dir] [host|net]`: a DECnet address.
+    Decnet,
 }
 
 /// The qualifiers of a primitive, inherited by a bare value after it.
@@ -1422,10 +1439,19 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Multicast), None))
             }
+            "decnet" if self.is_word(1, "proto") => Err(Error::BadQualifier {
+                column,
+                message: "DECNET encapsulation is not specifiable".into(),
+            }),
+            "decnet" if self.qualified_next() && *self.peek_at(1) != Tok::LBrack => {
+                self.pos += 1;
+                self.decnet_head()
+            }
             // libpcap's gen_proto_abbrev: these seven are gen_linktype of
             // their EtherType alone, IGMP, VRRP and CARP `ip proto N`.
-            // Followed by a qualifier or an offset (`decnet host`,
-            // `vrrp[0]`) they stay unsupported, below.
+            // Followed by a qualifier or an offset (`lat host`,
+            // `vrrp[0]`) they stay unsupported, below; `decnet host` is
+            // above.
             "decnet" | "lat" | "mopdl" | "moprc" | "sca" | "atalk" | "aarp"
                 if !self.qualified_next() =>
             {
@@ -1609,26 +1635,59 @@ impl Parser {
         }
     }
 
+    /// `dir = src | dst | src and dst | src or dst`, if one is written,
+    /// and the column after it.
+    fn direction(&mut self) -> (Dir, usize) {
+        if !(self.is_word(0, "src") || self.is_word(0, "dst")) {
+            return (Dir::SrcOrDst, self.col());
+        }
+        let first_src = self.is_word(0, "src");
+        let other = if first_src { "dst" } else { "src" };
+        self.pos += 1;
+        let mut dir = if first_src { Dir::Src } else { Dir::Dst };
+        if (self.is_and(0) || self.is_or(0)) && self.is_word(1, other) {
+            dir = if self.is_and(0) {
+                Dir::SrcAndDst
+            } else {
+                Dir::SrcOrDst
+            };
+            self.pos += 2;
+        }
+        (dir, self.col())
+    }
+
+    /// `decnet [dir] [host]`, then a DECnet address: the one primitive
+    /// with the `decnet` qualifier (libpcap's `gen_dnhost`; 1.10 also
+    /// took `net` as `host`, later releases refuse it, as dpf does).
+    /// `decnet` has been consumed.
+    fn decnet_head(&mut self) -> Result<(Expr, Option<Qual>), Error> {
+        let (dir, col) = self.direction();
+        if let Tok::Word(w) = self.peek() {
+            match w.as_str() {
+                "host" => self.pos += 1,
+                "net" | "port" | "portrange" | "gateway" => {
+                    return Err(Error::BadQualifier {
+                        column: col,
+                        message: format!("'{w}' is not a valid qualifier for 'decnet'"),
+                    });
+                }
+                _ => {}
+            }
+        }
+        let q = Qual {
+            proto: None,
+            dir,
+            addr: AddrKind::Decnet,
+            addr_col: col,
+        };
+        let p = self.value(q)?;
+        Ok((Expr::Prim(p), Some(q)))
+    }
+
     /// `head = [proto] [dir] [addr]`, at least a direction or an address
     /// kind, followed by its value. The protocol has been consumed.
     fn head(&mut self, proto: Option<(Proto, usize)>) -> Result<(Expr, Option<Qual>), Error> {
-        let mut dir = Dir::SrcOrDst;
-        let mut col = self.col();
-        if self.is_word(0, "src") || self.is_word(0, "dst") {
-            let first_src = self.is_word(0, "src");
-            let other = if first_src { "dst" } else { "src" };
-            self.pos += 1;
-            dir = if first_src { Dir::Src } else { Dir::Dst };
-            if (self.is_and(0) || self.is_or(0)) && self.is_word(1, other) {
-                dir = if self.is_and(0) {
-                    Dir::SrcAndDst
-                } else {
-                    Dir::SrcOrDst
-                };
-                self.pos += 2;
-            }
-            col = self.col();
-        }
+        let (dir, col) = self.direction();
         let addr = match self.peek() {
             Tok::Word(w) => match w.as_str() {
                 "host" => AddrKind::Host,
@@ -1808,10 +1867,7 @@ impl Parser {
                         return Err(self.unexpected("an IPv4 address"));
                     }
                 };
-                let addr = parts
-                    .iter()
-                    .enumerate()
-                    .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i)));
+                let addr = ipv4(&parts, &text, column)?;
                 if !net {
                     if parts.len() != 4 {
                         return Err(Error::BadAddress {
@@ -1834,13 +1890,11 @@ impl Parser {
                     if len == 0 { 0 } else { u32::MAX << (32 - len) }
                 } else if self.is_word(0, "mask") {
                     self.pos += 1;
+                    let at = self.col();
                     match self.bump().0 {
                         // Both promoted, as libpcap's gen_mcode does:
                         // 192.168 mask 255.255 is 192.168.0.0/16.
-                        Tok::Addr(m, _) => m
-                            .iter()
-                            .enumerate()
-                            .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i))),
+                        Tok::Addr(m, text) => ipv4(&m, &text, at)?,
                         _ => {
                             self.pos -= 1;
                             return Err(self.unexpected("a netmask"));
@@ -1969,6 +2023,52 @@ impl Parser {
                 }
                 _ => Err(self.unexpected("an IS-IS PDU type")),
             },
+            // AREA.NODE, six bits and ten. libpcap 1.10's __pcap_atodn
+            // dropped the bits past them and read a number as the
+            // address's 16 bits; later releases refuse both, as dpf does
+            // (the wire's address is little-endian, so a number would not
+            // mean what it seems to).
+            AddrKind::Decnet => {
+                let bad = |text: String, reason| Error::BadAddress {
+                    column,
+                    text,
+                    reason,
+                };
+                let addr = match self.peek().clone() {
+                    Tok::Addr(parts, text) => match parts[..] {
+                        [area, node] if area <= 63 && node <= 1023 => area << 10 | node,
+                        [_, _] => {
+                            return Err(bad(
+                                text,
+                                "a DECnet area is at most 63 and a node at most 1023",
+                            ));
+                        }
+                        _ => return Err(bad(text, "a DECnet address is AREA.NODE")),
+                    },
+                    Tok::Num(_, text) => return Err(bad(text, "a DECnet address is AREA.NODE")),
+                    Tok::Addr6(..) => {
+                        return Err(Error::BadQualifier {
+                            column: q.addr_col,
+                            message: "'decnet' modifier applied to ip6 host".into(),
+                        });
+                    }
+                    Tok::Mac(_, text) => {
+                        return Err(bad(
+                            text,
+                            "a MAC address needs the ether qualifier (ether host, ether src)",
+                        ));
+                    }
+                    Tok::Word(name) if !is_keyword(&name) => {
+                        return Err(Error::NameNotResolved { column, name });
+                    }
+                    _ => return Err(self.unexpected("a DECnet address (AREA.NODE)")),
+                };
+                self.pos += 1;
+                Ok(Primitive::DecnetHost {
+                    dir: q.dir,
+                    addr: addr as u16,
+                })
+            }
             AddrKind::Proto => {
                 let Some((p, _)) = q.proto else {
                     return Ok(Primitive::AnyProto(self.proto_number(Proto::Ip)?));
@@ -2533,6 +2633,22 @@ impl fmt::Display for RelOp {
     }
 }
 
+/// A dotted IPv4 address (or the first parts of one, promoted to the
+/// top of the address), each part a byte.
+fn ipv4(parts: &[u32], text: &str, column: usize) -> Result<u32, Error> {
+    if parts.iter().any(|&p| p > 255) {
+        return Err(Error::BadAddress {
+            column,
+            text: text.to_string(),
+            reason: "a part is greater than 255",
+        });
+    }
+    Ok(parts
+        .iter()
+        .enumerate()
+        .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i))))
+}
+
 fn quad(a: u32) -> String {
     let b = a.to_be_bytes();
     format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
@@ -2584,6 +2700,10 @@ impl fmt::Display for Primitive {
             }
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
+            }
+            Primitive::DecnetHost { dir, addr } => {
+                let (area, node) = (addr >> 10, addr & 0x3ff);
+                write!(f, "decnet {}host {area}.{node}", prefix(None, dir))
             }
             Primitive::Host6 { dir, addr } => {
                 let a = std::net::Ipv6Addr::from(addr);

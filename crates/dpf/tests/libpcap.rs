@@ -471,6 +471,21 @@ fn every_truncation_of_typical_frames_agrees() {
         12..14,
         [0x81, 0x00, 0x00, 5, 0x88, 0x47, 0x00, 0x00, 0x51, 64],
     );
+    // DECnet: a short routing header (flags 2) from 1.2 to 50.764, and a
+    // long one (flags 6) behind a pad byte and an 802.1Q tag, from 63.1023
+    // to 50.764; the nodes little-endian.
+    let node = |area: u16, node: u16| (area << 10 | node).to_le_bytes();
+    let mut decnet = vec![0u8; 14 + 2 + 6];
+    decnet[12..14].copy_from_slice(&0x6003u16.to_be_bytes());
+    decnet[16] = 0x02;
+    decnet[17..19].copy_from_slice(&node(50, 764));
+    decnet[19..21].copy_from_slice(&node(1, 2));
+    let mut decnet_long = vec![0u8; 14 + 3 + 21];
+    decnet_long[12..14].copy_from_slice(&0x6003u16.to_be_bytes());
+    decnet_long[16..18].copy_from_slice(&[0x81, 0x0e]);
+    decnet_long[24..26].copy_from_slice(&node(50, 764));
+    decnet_long[32..34].copy_from_slice(&node(63, 1023));
+    decnet_long.splice(12..12, [0x81, 0x00, 0x00, 5]);
     let filters = [
         "tcp",
         "udp or icmp",
@@ -548,6 +563,13 @@ fn every_truncation_of_typical_frames_agrees() {
         "aarp or ipx",
         "ether proto \\ipx and not ether proto \\atalk",
         "vlan 5 and (atalk or ipx)",
+        // DECnet: each layout, each direction, behind a tag.
+        "decnet host 50.764",
+        "decnet src 1.2 or 63.1023",
+        "decnet dst host 50.764 and not decnet src 1.2",
+        "decnet src and dst host 50.764",
+        "vlan 5 and decnet src host 63.1023",
+        "vlan and decnet dst 50.764",
         // IPv6 addresses: every word of both, a prefix inside a word,
         // the whole space (no load but the type's), behind two tags.
         "host 2001:db8::1",
@@ -604,6 +626,8 @@ fn every_truncation_of_typical_frames_agrees() {
             &pppoe,
             &labelled,
             &labelled6,
+            &decnet,
+            &decnet_long,
         ] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];

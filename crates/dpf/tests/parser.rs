@@ -466,10 +466,9 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     ] {
         assert_eq!(canon(src), want, "{src:?}");
     }
-    // Qualified, they are DECnet addresses or protocol headers dpf leaves
-    // out; names that came after libpcap 1.10 are not resolved.
+    // Qualified, they are protocol headers dpf leaves out (`decnet host`
+    // is below); names that came after libpcap 1.10 are not resolved.
     refused_at(&[
-        ("decnet host 10.1", 1),
         ("igmp proto 2", 1),
         ("ether proto lldp", 13),
         ("ether proto slow", 13),
@@ -477,6 +476,57 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("iso host 1", 1),
         ("ipx src 1", 1),
     ]);
+}
+
+#[test]
+fn decnet_hosts_are_area_dot_node_as_later_libpcaps_take_them() {
+    for (src, want) in [
+        ("decnet host 50.764", "decnet host 50.764"),
+        ("decnet src 1.2", "decnet src host 1.2"),
+        ("decnet dst host 63.1023", "decnet dst host 63.1023"),
+        ("decnet src and dst 0.0", "decnet src and dst host 0.0"),
+        ("decnet src or dst host 7.8", "decnet host 7.8"),
+        // A bare address after it inherits the qualifiers.
+        (
+            "decnet src host 1.2 or 1.3",
+            "decnet src host 1.2 or decnet src host 1.3",
+        ),
+        ("vlan and decnet host 1.2", "vlan and decnet host 1.2"),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    assert_eq!(
+        dpf::parse("decnet dst 50.764").unwrap(),
+        Expr::Prim(Primitive::DecnetHost {
+            dir: Dir::Dst,
+            addr: 50 << 10 | 764,
+        })
+    );
+    // libpcap 1.10 drops the bits past the area's six and the node's ten,
+    // reads a number as the address's 16 bits, `net` as `host` and a third
+    // part as nothing; later releases (and dpf) refuse them all. A DECnet
+    // node is no IPv4 host, nor the reverse.
+    refused_at(&[
+        ("decnet host 64.120", 13),
+        ("decnet host 17.1024", 13),
+        ("decnet host 1", 13),
+        ("decnet host 1.2.3", 13),
+        ("decnet src 0x10", 12),
+        ("decnet net 1.2", 8),
+        ("decnet port 1", 8),
+        ("decnet src portrange 1-2", 12),
+        ("decnet proto 1", 1),
+        ("decnet host 1::2", 8),
+        ("decnet host 1:2:3:4:5:6", 13),
+        ("decnet host vax", 13),
+        ("decnet host", 12),
+        ("decnet 1.2", 8),
+        ("host 50.764", 6),
+        ("net 10.0.0.0 mask 255.256.0.0", 19),
+        ("mpls and decnet host 1.2", 10),
+    ]);
+    let e = dpf::parse("decnet host 64.120").unwrap_err();
+    assert!(e.to_string().contains("a DECnet area is at most 63"), "{e}");
 }
 
 #[test]

@@ -99,6 +99,8 @@ pub const MACS: [[u8; 6]; 4] = [
     [0x33, 0x33, 0x00, 0x00, 0x00, 0x01],
     [0xff; 6],
 ];
+/// DECnet addresses (area, node) filters and frames draw from.
+pub const DECNET: [(u16, u16); 4] = [(50, 764), (1, 2), (63, 1023), (0, 0)];
 /// Service names filters draw from (`port NAME`).
 pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 
@@ -304,6 +306,20 @@ impl Gen {
                     "0x80f3",
                 ]);
                 (format!("ether proto {p}"), None)
+            }
+            4 if self.chance(0.25) => {
+                let dir = self.dir();
+                let kw = if dir.is_empty() || self.chance(0.5) {
+                    "host "
+                } else {
+                    ""
+                };
+                let (area, node) = *self.pick(&DECNET);
+                let (a, n) = *self.pick(&DECNET);
+                (
+                    format!("decnet {dir}{kw}{area}.{node}"),
+                    Some(format!("{a}.{n}")),
+                )
             }
             4 => {
                 let p = self.pick(&["1", "6", "17", "132", "\\tcp", "\\udp", "\\icmp", "2"]);
@@ -874,6 +890,10 @@ impl Gen {
                 f.extend(body);
                 f
             }
+            18 => {
+                let nodes = DECNET.map(|(area, node)| area << 10 | node);
+                self.decnet(&nodes)
+            }
             16 => {
                 // Garbage behind a real Ethernet type (IPX's and
                 // AppleTalk's among them).
@@ -920,6 +940,44 @@ impl Gen {
                 .map(|_| self.rng.random())
                 .collect(),
         }
+    }
+
+    /// A DECnet Phase IV frame: a length, now and then a pad byte (0x81),
+    /// then the routing header's flags (a short header, 2, or a long one,
+    /// 6, with random high bits, or a random byte) and the destination and
+    /// source nodes, little-endian (at 1 and 3 in a short header, 7 and 15
+    /// in a long one), of `nodes` (`area << 10 | node`) or random.
+    pub fn decnet(&mut self, nodes: &[u16]) -> Vec<u8> {
+        let mut f = self.ethernet(0x6003);
+        f.extend(self.rng.random::<u16>().to_le_bytes());
+        if self.chance(0.4) {
+            f.push(if self.chance(0.9) { 0x81 } else { 0x82 });
+        }
+        let long = self.chance(0.5);
+        let flags = match self.rng.random_range(0..10) {
+            0 => self.rng.random(),
+            k => {
+                (if long { 6 } else { 2 })
+                    | if k < 4 {
+                        self.rng.random::<u8>() & 0xf8
+                    } else {
+                        0
+                    }
+            }
+        };
+        let mut header: Vec<u8> = (0..21).map(|_| self.rng.random()).collect();
+        header[0] = flags;
+        let (dst, src) = if long { (7, 15) } else { (1, 3) };
+        for at in [dst, src] {
+            let node = if !nodes.is_empty() && self.chance(0.7) {
+                *self.pick(nodes)
+            } else {
+                self.rng.random()
+            };
+            header[at..at + 2].copy_from_slice(&node.to_le_bytes());
+        }
+        f.extend(header);
+        f
     }
 
     /// A filter of the shape endpoints install: one service on one host.
