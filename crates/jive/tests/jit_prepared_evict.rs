@@ -12,6 +12,9 @@ use jive::{Applet, Engine, Limits, Natives};
 
 #[test]
 fn a_handle_runs_the_code_compiled_again_after_its_eviction() {
+    // Every rebuild taken: this test is about code built again (the
+    // budget that bounds rebuilds is `jit_rebuild_budget.rs`'s).
+    jive::jit::set_rebuild_budget(std::time::Duration::MAX);
     let Some(bytes) = common::class_bytes("default", "Counter") else {
         return;
     };

@@ -92,6 +92,9 @@ fn a_runner_runs_on_the_thread_it_is_moved_to() {
 /// This thread's own registration (made by the loads' constructors) is
 /// parked each time, so that only the runner can hold the code.
 fn retired_code_waits_for_the_runner_and_no_longer() {
+    // Every rebuild taken: this test is about code built again (the
+    // budget that bounds rebuilds is `jit_rebuild_budget.rs`'s).
+    jive::jit::set_rebuild_budget(std::time::Duration::MAX);
     let (Some(a), Some(b)) = (
         common::class_bytes("default", "adversarial/ReplaceA"),
         common::class_bytes("default", "adversarial/ReplaceB"),

@@ -12,6 +12,7 @@
 //! | frames for an applet pile up in its inbox | [`an_applets_inbox_is_bounded_in_bytes`] |
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
+//! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
 //! | one client commits unbounded shared memory | [`one_client_cannot_hold_unbounded_shared_memory`] |
 //!
 //! # How the children are made
@@ -593,6 +594,140 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
         med <= bound && p99 <= bound,
         "hostile invocations passing a message: median {med}, 99th percentile {p99}; \
          the bound is {bound} (two visits of each hostile endpoint by each engine thread)"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Applets whose code overflows the JIT's code cache.
+
+/// The dearest applet to compile the build makes (`Dear00`, about 3.9 MiB
+/// of code), as class `Dear{n:02}`: the same bytes under a name of the same
+/// length, so its own code in the shared cache.
+fn dear(n: usize) -> Vec<u8> {
+    const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
+    let name = format!("Dear{n:02}");
+    let mut bytes = DEAR.to_vec();
+    let mut i = 0;
+    while let Some(at) = bytes[i..].windows(6).position(|w| w == b"Dear00") {
+        bytes[i + at..i + at + 6].copy_from_slice(name.as_bytes());
+        i += at + 6;
+    }
+    bytes
+}
+
+/// The JIT's code lives in one cache of 64 MiB, which evicts its oldest
+/// code past 48 MiB; an invocation of evicted code built it again, on the
+/// thread that invoked it. Sixteen endpoints whose applets each compile to
+/// 3.9 MiB, fed a message each in turn, kept both engine threads
+/// rebuilding (0.1 to 0.2 s a rebuild): a client's round trip took 3.6 s
+/// (two in five seconds, measured 2026-12-07), and the rebuilds that found
+/// the cache full trapped (163 invocations). Now rebuilds share a budget
+/// of CPU time (`jive::jit::set_rebuild_budget`, 100 ms a second), past
+/// which evicted code runs on the interpreter: the client's applets,
+/// loaded first and so evicted with the rest, keep answering, and no
+/// invocation traps.
+#[test]
+fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    // The client's pair first: its code is the oldest, evicted first.
+    let mut a = engine
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    let mut b = engine
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    a.set_drive(false);
+    b.set_drive(false);
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    let ba = b.open_channel(engine.local(), a.id()).unwrap();
+    let evictions = jive::jit::cache_stats().evictions;
+    let mut hostile = Vec::new();
+    for n in 0..16 {
+        let mut h = engine
+            .create_endpoint(Config::default(), Some(&dear(n)))
+            .unwrap();
+        h.set_drive(false);
+        let c = h.open_channel(engine.local(), h.id()).unwrap();
+        hostile.push((h, c));
+    }
+    let ports: Vec<_> = hostile
+        .iter()
+        .map(|(h, _)| engine.port(h.id()).unwrap())
+        .collect();
+    engine.start(2).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (h, c) in &mut hostile {
+                    let _ = h.send(*c, &[0; 16]);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            hostile
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let hostile_invoked = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
+    let invoked = hostile_invoked();
+    let recv = |ep: &mut unet::Endpoint, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(m) = ep.recv() {
+                return m.to_vec();
+            }
+            assert!(Instant::now() < deadline, "{what} never arrived");
+            std::hint::spin_loop();
+        }
+    };
+    // At least 1,000 round trips, and while each hostile applet is
+    // invoked ten times; for 30 s at most.
+    let mut times = Vec::new();
+    let mut i = 0u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    while (times.len() < 1000 || hostile_invoked() - invoked < 160) && Instant::now() < end {
+        i += 1;
+        let t = Instant::now();
+        a.send(ab, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
+        b.send(ba, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
+        times.push(t.elapsed());
+    }
+    let invoked = hostile_invoked() - invoked;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let hostile = feeder.join().unwrap();
+    engine.stop();
+    let stats = jive::jit::cache_stats();
+    let traps: u64 = hostile
+        .iter()
+        .map(|(h, _)| h.id())
+        .chain([a.id(), b.id()])
+        .map(|id| engine.port(id).unwrap().counts().applet_traps)
+        .sum();
+    times.sort();
+    let n = times.len();
+    assert!(n >= 1000, "{n} round trips in 30 s");
+    let (med, p99, max) = (times[n / 2], times[n * 99 / 100], times[n - 1]);
+    eprintln!(
+        "{n} round trips of a client beside 16 applets of 3.9 MiB of code: median {med:?}, \
+         p99 {p99:?}, max {max:?}; {invoked} hostile invocations meanwhile, {} evictions",
+        stats.evictions - evictions
+    );
+    assert!(
+        stats.evictions - evictions >= 4,
+        "the cache evicted code: {stats:?}"
+    );
+    assert!(
+        invoked >= 160,
+        "the hostile applets were invoked: {invoked}"
+    );
+    assert_eq!(traps, 0, "no invocation trapped");
+    assert!(
+        med < Duration::from_millis(10) && p99 < Duration::from_millis(10),
+        "round trips beside the hostile applets: median {med:?}, p99 {p99:?}"
     );
 }
 

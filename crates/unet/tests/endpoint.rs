@@ -982,8 +982,10 @@ fn hot_swap_of_applet_and_filters_under_load() {
 
 /// The applets' compiled code evicted from the JIT's code cache again and
 /// again while messages flow through them (as memory pressure would):
-/// each invocation after an eviction compiles the code again, and no
-/// message is lost, duplicated, reordered, corrupted or trapped on.
+/// each invocation after an eviction compiles the code again within
+/// jive's rebuild budget, and past it runs on the interpreter (the lent
+/// `doRx` and `doTx` too), and no message is lost, duplicated, reordered,
+/// corrupted or trapped on.
 #[test]
 fn evicting_the_applets_code_under_load_loses_nothing() {
     let e = engine();

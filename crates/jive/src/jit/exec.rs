@@ -52,7 +52,9 @@ pub fn cache_stats() -> codecache::Stats {
 /// Evicts the oldest generation of compiled code from the shared cache, as
 /// the cache does by itself under memory pressure; returns how many
 /// entries. The applets whose code it was keep running: each compiles its
-/// code again at its next invocation, and a thread still running the old
+/// code again at its next invocation (within the rebuild budget,
+/// [`set_rebuild_budget`]; past it the interpreter runs the invocation),
+/// and a thread still running the old
 /// code finishes safely (it is freed after every thread's next
 /// synchronization point). For a host that gives memory back, and for
 /// tests of that path.
@@ -382,6 +384,15 @@ impl Returned {
         status: -1,
         value: 0,
     };
+
+    /// The outcome of an invocation whose code the cache evicted and that
+    /// was not built again ([`rebuild`]: the rebuild budget was spent, or
+    /// the cache had no room): nothing ran, and the host runs the
+    /// invocation on the interpreter instead.
+    const EVICTED: Returned = Returned {
+        status: -2,
+        value: 0,
+    };
 }
 
 /// The callee-saved registers of the host's convention that generated
@@ -520,7 +531,8 @@ impl Compiled {
     }
 
     /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
-    /// does: the same result, trap, fuel and effects.
+    /// does: the same result, trap, fuel and effects; or nothing, if its
+    /// code was evicted and not built again ([`Stopped::Evicted`]).
     pub(crate) fn run(
         &mut self,
         prog: &Program,
@@ -529,18 +541,19 @@ impl Compiled {
         entry: u16,
         args: &[i32],
         limits: RunLimits,
-    ) -> Result<Outcome, Trap> {
+    ) -> Result<Outcome, Stopped> {
+        let trapped = |t| Err(Stopped::Trapped(Box::new(t)));
         let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
-            return Err(internal_trap(
+            return trapped(internal_trap(
                 "entry is not a bytecode method",
                 String::new(),
             ));
         };
         if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
-            return Err(internal_trap("argument count", f.id.clone()));
+            return trapped(internal_trap("argument count", f.id.clone()));
         }
         if limits.max_depth > MAX_CALL_DEPTH {
-            return Err(internal_trap(
+            return trapped(internal_trap(
                 "call depth above the JIT's limit",
                 f.id.clone(),
             ));
@@ -548,13 +561,10 @@ impl Compiled {
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
         self.keep(prog, st.natives, st.statics.as_mut_ptr(), fields, limits);
-        match self.enter(prog, st, entry) {
-            Ok(v) => Ok(Outcome {
-                value: returns.then_some(v),
-                fuel_used: self.fuel_used(prog),
-            }),
-            Err(t) => Err(*t),
-        }
+        self.enter(prog, st, entry).map(|v| Outcome {
+            value: returns.then_some(v),
+            fuel_used: self.fuel_used(prog),
+        })
     }
 
     /// The frame stack's first slots, where [`Compiled::enter`] finds the
@@ -678,6 +688,17 @@ impl Compiled {
         }
     }
 
+    /// Records `used` as the last invocation's fuel, for
+    /// [`Compiled::fuel_used`]: an invocation the interpreter ran in this
+    /// code's place ([`Stopped::Evicted`]). The code's entry loads the fuel
+    /// it starts with from elsewhere (`Ctx::fuel_start`), so this changes
+    /// nothing the next invocation reads.
+    pub(crate) fn record_fuel_used(&mut self, prog: &Program, used: u64) {
+        if prog.metered() {
+            self.rec.ctx.fuel = self.limits.fuel - used;
+        }
+    }
+
     /// Runs method `entry` on the arguments already in the frame stack
     /// ([`Compiled::args_mut`]): [`Compiled::run`] without its argument
     /// checks, for a caller that made them once ([`crate::Method`]: the
@@ -686,8 +707,9 @@ impl Compiled {
     /// most [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame
     /// against the frame stack).
     ///
-    /// Returns the value the method returned, or its trap. For a `void`
-    /// method the value is whatever the code left in the result register
+    /// Returns the value the method returned, or its trap (or that its
+    /// code was evicted and nothing ran: [`Stopped::Evicted`]). For a
+    /// `void` method the value is whatever the code left in the result register
     /// (no store of 0 is spent on it): the caller knows the method's
     /// return type and ignores it ([`crate::Called`]'s kind). Both fit two
     /// registers, so that the common outcome travels back to
@@ -699,21 +721,22 @@ impl Compiled {
         prog: &Program,
         st: &mut State<'_>,
         entry: u16,
-    ) -> Result<i32, Box<Trap>> {
+    ) -> Result<i32, Stopped> {
         debug_assert!(prog.max_frame <= STACK_SLOTS);
         // The two preconditions generated code relies on for memory safety
         // (its dispatch indexes a table by `entry` unchecked, and each call
         // level takes native stack) are checked here too, whatever the
         // caller checked: one look-up in the table `keep` made of them.
         if self.enterable.get(usize::from(entry)) != Some(&true) {
-            return Err(Box::new(internal_trap(
+            return Err(Stopped::Trapped(Box::new(internal_trap(
                 "entry or call depth out of the JIT's range",
                 String::new(),
-            )));
+            ))));
         }
         match self.enter_admitted(prog, st, entry, None, None) {
             Ok(v) => Ok(v),
-            Err(status) => Err(self.trap_of(prog, status)),
+            Err(status) if status.evicted() => Err(Stopped::Evicted),
+            Err(status) => Err(Stopped::Trapped(self.trap_of(prog, status))),
         }
     }
 
@@ -1274,8 +1297,29 @@ pub(super) struct Found {
 }
 
 /// The status of an invocation that did not return normally (not 0): a
-/// trap site's number, or -1 for code that could not run.
+/// trap site's number, -1 for code that could not run, or -2 for code
+/// evicted and not built again ([`NotReturned::evicted`]).
 pub(crate) struct NotReturned(i32);
+
+impl NotReturned {
+    /// Whether nothing ran because the code was evicted and not built
+    /// again: the host runs the invocation on the interpreter, which gives
+    /// the same outcome ([`Stopped::Evicted`]).
+    #[inline]
+    pub(crate) fn evicted(&self) -> bool {
+        self.0 == Returned::EVICTED.status
+    }
+}
+
+/// Why [`Compiled::enter`] returned no value.
+pub(crate) enum Stopped {
+    /// The invocation trapped (or its code could not run: an internal
+    /// error).
+    Trapped(Box<Trap>),
+    /// The code was evicted and not built again; nothing ran. The host
+    /// runs the invocation on the interpreter.
+    Evicted,
+}
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
@@ -1321,7 +1365,8 @@ fn execute_scoped(
         Some(e) => e,
         None => match rebuild(&scope, code.found.key, prog) {
             Ok(e) => e,
-            Err(what) => {
+            Err(Unbuilt::Deferred) => return Returned::EVICTED,
+            Err(Unbuilt::Failed(what)) => {
                 code.found.failed = Some(Box::new(not_run(prog, entry, what)));
                 return Returned::NOT_RUN;
             }
@@ -1423,8 +1468,72 @@ pub(super) fn execute_registering(
     execute(&mut cache().register(), code, prog, ctx, entry)
 }
 
+/// Why [`rebuild`] gave no code.
+pub(super) enum Unbuilt {
+    /// Not built now: the rebuild budget is spent, or the cache had no
+    /// room for it. The invocation runs on the interpreter; a later one
+    /// tries again.
+    Deferred,
+    /// Compiling failed (an internal error: the program compiled before).
+    Failed(String),
+}
+
+/// The CPU time building evicted code again may take, a second, over the
+/// process (a token bucket holding a second's worth): the default of
+/// [`set_rebuild_budget`].
+pub const REBUILD_TIME_PER_SECOND: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The rebuild budget: its rate (seconds a second) and bucket.
+struct RebuildBudget {
+    rate: f64,
+    tokens: f64,
+    at: Option<std::time::Instant>,
+}
+
+fn rebuild_budget() -> std::sync::MutexGuard<'static, RebuildBudget> {
+    static BUDGET: Mutex<RebuildBudget> = Mutex::new(RebuildBudget {
+        rate: REBUILD_TIME_PER_SECOND.as_secs_f64(),
+        tokens: REBUILD_TIME_PER_SECOND.as_secs_f64(),
+        at: None,
+    });
+    BUDGET.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RebuildBudget {
+    /// The bucket refilled to `now`, at most a second's worth.
+    fn refill(&mut self, now: std::time::Instant) -> &mut Self {
+        let elapsed = self
+            .at
+            .map_or(1.0, |at| now.duration_since(at).as_secs_f64());
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        self.at = Some(now);
+        self
+    }
+}
+
+/// Sets the CPU time building evicted code again may take a second, over
+/// the process (default [`REBUILD_TIME_PER_SECOND`]), and fills the
+/// budget to it.
+///
+/// An invocation whose code the cache evicted builds it again on the
+/// invoking thread, which in a host such as unet's engine serves other
+/// clients too: applets whose code together passes the cache's high-water
+/// mark would keep every invocation rebuilding, and the threads doing
+/// nothing else. A rebuild is taken while any of the budget is left and
+/// charged its time after; past it, evicted code's invocations run on the
+/// interpreter (the same outcome, traps and fuel) until the budget
+/// refills. Zero: evicted code is never built again; `Duration::MAX`:
+/// every rebuild is taken.
+pub fn set_rebuild_budget(per_second: std::time::Duration) {
+    let mut b = rebuild_budget();
+    b.rate = per_second.as_secs_f64();
+    b.tokens = b.rate;
+    b.at = Some(std::time::Instant::now());
+}
+
 /// The code of `key` after the cache evicted it under memory pressure:
-/// compiled again and published. The entry is alive for `scope` even if
+/// compiled again and published, within the rebuild budget
+/// ([`set_rebuild_budget`]). The entry is alive for `scope` even if
 /// another eviction retires it at once (`Scope::get_or_build`).
 #[cold]
 #[inline(never)]
@@ -1432,11 +1541,22 @@ pub(super) fn rebuild<'s>(
     scope: &'s codecache::Scope<'_>,
     key: u64,
     prog: &Program,
-) -> Result<&'s codecache::Entry, String> {
-    let mut func = build(prog).map_err(|e| format!("internal error: {e}"))?.0;
-    scope
-        .get_or_build(key, 1, move |e| func.end_in(e.mem()))
-        .map_err(|e| format!("internal error: {e}"))
+) -> Result<&'s codecache::Entry, Unbuilt> {
+    let start = std::time::Instant::now();
+    if rebuild_budget().refill(start).tokens <= 0.0 {
+        return Err(Unbuilt::Deferred);
+    }
+    let built = build(prog).map_err(|e| Unbuilt::Failed(format!("internal error: {e}")));
+    let published = built.and_then(|(mut func, ..)| {
+        // The cache's only failure is room (`Error::Alloc`, or the
+        // arena's refusal inside `end_in`): the code compiled before.
+        scope
+            .get_or_build(key, 1, move |e| func.end_in(e.mem()))
+            .map_err(|_| Unbuilt::Deferred)
+    });
+    let end = std::time::Instant::now();
+    rebuild_budget().refill(end).tokens -= end.duration_since(start).as_secs_f64();
+    published
 }
 
 impl Compiled {

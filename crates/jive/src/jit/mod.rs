@@ -129,8 +129,11 @@ use analysis::*;
 pub use compiler::compile_standalone;
 use compiler::*;
 use exec::*;
-pub use exec::{Compiled, Runner, cache_stats, compile, evict_oldest, park};
-pub(crate) use exec::{Held, NotReturned};
+pub use exec::{
+    Compiled, REBUILD_TIME_PER_SECOND, Runner, cache_stats, compile, evict_oldest, park,
+    set_rebuild_budget,
+};
+pub(crate) use exec::{Held, NotReturned, Stopped};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 pub(crate) use runtime::{HostArg, HostKind, LENT, Lent};
