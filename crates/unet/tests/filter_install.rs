@@ -275,14 +275,14 @@ fn an_endpoints_filters_have_a_budget() {
 /// connections as it may hold (8), could hold as many connection threads
 /// busy: through the daemon the dearest filter found (3,000 `port`s,
 /// confined) takes 0.6 s of one. The process's installs share a budget of
-/// CPU time a second (`ServeOptions::filter_time_per_second`): an install
+/// CPU time a second (`ServeOptions::compile_time_per_second`): an install
 /// is taken while any is left and charged after; then installs are
 /// refused, typed, with the wait, on every connection of the process,
 /// until it refills.
 #[test]
 fn a_process_filter_installs_have_a_budget_of_cpu_time() {
     let opts = daemon::ServeOptions {
-        filter_time_per_second: Duration::from_millis(200),
+        compile_time_per_second: Duration::from_millis(200),
         ..daemon::ServeOptions::default()
     };
     let mut d = Served::new("filter-cpu", opts);
@@ -322,4 +322,44 @@ fn a_process_filter_installs_have_a_budget_of_cpu_time() {
     // Once it has refilled, installs are taken again.
     std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
     d.ep.install_filter(chan, "udp port 9", 1).unwrap();
+}
+
+/// Loading an applet takes the connection thread's CPU too: verifying
+/// jive's largest classes and compiling them takes up to about 0.2 s
+/// (`Dear00`, the build's dearest applet), and a process may load one on
+/// each of its endpoints in a loop. Applet loads share the filters'
+/// budget: taken while any is left, charged after, then refused, typed,
+/// with the wait, for filters and applets alike; removing an applet is
+/// free.
+#[test]
+fn a_process_applet_loads_share_the_compile_budget() {
+    const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
+    let opts = daemon::ServeOptions {
+        compile_time_per_second: Duration::from_millis(200),
+        ..daemon::ServeOptions::default()
+    };
+    let mut d = Served::new("applet-cpu", opts);
+    let refusal = |e: unet::EngineError| match e {
+        unet::EngineError::Refused(daemon::Refusal::CompileBudget { retry_ms, .. }) => retry_ms,
+        other => panic!("{other}"),
+    };
+    let mut taken = 0;
+    let retry_ms = loop {
+        match d.ep.set_applet(Some(DEAR)) {
+            Ok(()) => taken += 1,
+            Err(e) => break refusal(e),
+        }
+        assert!(
+            taken < 40,
+            "40 loads of Dear00 taken within 200 ms a second"
+        );
+    };
+    assert!(taken >= 1);
+    // The same budget refuses a filter now, and a cheap applet; removing
+    // the applet is not charged.
+    refusal(d.ep.install_filter(d.chan, "udp port 9", 1).unwrap_err());
+    refusal(d.ep.set_applet(Some(unet::applets::STANDARD)).unwrap_err());
+    d.ep.set_applet(None).unwrap();
+    std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
+    d.ep.set_applet(Some(unet::applets::STANDARD)).unwrap();
 }

@@ -76,12 +76,13 @@
 //!   past it the request is refused ([`Refusal::CountsBudget`], with the
 //!   wait until the next read) without touching the engine. Compiling a
 //!   filter takes the connection thread's CPU, up to about a second for
-//!   one within dpf's limits, so a process's installs share
-//!   [`ServeOptions::filter_time_per_second`] of CPU time a second (a
-//!   token bucket holding a second's worth, each install taken while any
+//!   one within dpf's limits, and loading an applet up to about 0.2 s, so
+//!   a process's installs and loads share
+//!   [`ServeOptions::compile_time_per_second`] of CPU time a second (a
+//!   token bucket holding a second's worth, each request taken while any
 //!   is left and charged its thread CPU time after); past it
-//!   `InstallFilter` is refused ([`Refusal::CompileBudget`], with the
-//!   wait). The daemon
+//!   `InstallFilter` and `SetApplet` are refused
+//!   ([`Refusal::CompileBudget`], with the wait). The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
@@ -237,14 +238,16 @@ pub struct ServeOptions {
     /// [`Refusal::CountsBudget`]. 0 refuses every read. Default 100.
     pub max_engine_counts_per_second: u32,
     /// The daemon's CPU time one process may spend compiling and
-    /// installing its filters (`InstallFilter`) a second, over all its
-    /// connections: a token bucket holding a second's worth. An install is
+    /// installing its filters (`InstallFilter`) and verifying and compiling
+    /// its applets (`SetApplet` with an applet) a second, over all its
+    /// connections: a token bucket holding a second's worth. A request is
     /// taken while any is left and its time (the connection thread's CPU
-    /// time) charged after, so one filter may overdraw it, at most by dpf's
-    /// optimizer budget (about a second); past it installs are refused
-    /// with [`Refusal::CompileBudget`] until it refills. Zero refuses
-    /// every install. Default 250 ms.
-    pub filter_time_per_second: std::time::Duration,
+    /// time) charged after, so one may overdraw it, at most by dpf's
+    /// optimizer budget (about a second) or one applet's load (about 0.2
+    /// s within jive's limits); past it those requests are refused with
+    /// [`Refusal::CompileBudget`] until it refills. Zero refuses every
+    /// one. Default 250 ms.
+    pub compile_time_per_second: std::time::Duration,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -261,7 +264,7 @@ impl Default for ServeOptions {
             max_memory_per_connection: 256 << 20,
             max_memory_per_peer: 1 << 30,
             max_engine_counts_per_second: 100,
-            filter_time_per_second: std::time::Duration::from_millis(250),
+            compile_time_per_second: std::time::Duration::from_millis(250),
             on_event: None,
         }
     }
@@ -282,7 +285,7 @@ impl std::fmt::Debug for ServeOptions {
                 "max_engine_counts_per_second",
                 &self.max_engine_counts_per_second,
             )
-            .field("filter_time_per_second", &self.filter_time_per_second)
+            .field("compile_time_per_second", &self.compile_time_per_second)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -416,7 +419,7 @@ impl PeerUse {
             )
             && Bucket::full_by(
                 &self.compile,
-                opts.filter_time_per_second.as_secs_f64(),
+                opts.compile_time_per_second.as_secs_f64(),
                 now,
             )
     }
@@ -1021,21 +1024,22 @@ impl Session<'_> {
         )
     }
 
-    /// Whether this process may start a filter install.
+    /// Whether this process may start a filter install or an applet load.
     fn admit_compile(&self) -> Result<(), Refusal> {
         let mut conns = lock(&self.shared.conns);
         conns.peers.entry(self.pid).or_default().admit_compile(
-            self.shared.opts.filter_time_per_second,
+            self.shared.opts.compile_time_per_second,
             std::time::Instant::now(),
         )
     }
 
-    /// Charges a filter install's CPU time to this process's budget.
+    /// Charges a filter install's or an applet load's CPU time to this
+    /// process's budget.
     fn charge_compile(&self, cost: std::time::Duration) {
         let mut conns = lock(&self.shared.conns);
         conns.peers.entry(self.pid).or_default().charge_compile(
             cost,
-            self.shared.opts.filter_time_per_second,
+            self.shared.opts.compile_time_per_second,
             std::time::Instant::now(),
         );
     }
@@ -1117,7 +1121,19 @@ impl Session<'_> {
             }
             Request::SetApplet { id, applet } => {
                 self.mine(id)?;
-                engine.set_applet(id, applet).map_err(err)?;
+                // Verifying and compiling an applet takes the connection
+                // thread's CPU as a filter does (up to about 0.2 s within
+                // jive's limits): the same budget. Removing one is free.
+                let charged = applet.is_some();
+                if charged {
+                    self.admit_compile()?;
+                }
+                let start = crate::engine::thread_cpu_time();
+                let set = engine.set_applet(id, applet).map_err(err);
+                if charged {
+                    self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+                }
+                set?;
                 (Vec::new(), None)
             }
             Request::Counts { id } => {
@@ -1452,10 +1468,10 @@ mod tests {
         use std::time::Duration;
         let ms = Duration::from_millis;
         let opts = ServeOptions {
-            filter_time_per_second: ms(250),
+            compile_time_per_second: ms(250),
             ..ServeOptions::default()
         };
-        let rate = opts.filter_time_per_second;
+        let rate = opts.compile_time_per_second;
         let retry = |r: Result<(), Refusal>| match r {
             Err(Refusal::CompileBudget {
                 ms_per_second: 250,

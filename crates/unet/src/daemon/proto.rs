@@ -63,11 +63,11 @@ pub enum Refusal {
         /// When the next read will be allowed, in milliseconds from the reply.
         retry_ms: u32,
     },
-    /// The process has spent its budget of time compiling filters
-    /// (`InstallFilter`); the budget refills at `ms_per_second`
-    /// milliseconds a second.
+    /// The process has spent its budget of time compiling filters and
+    /// applets (`InstallFilter`, `SetApplet`); the budget refills at
+    /// `ms_per_second` milliseconds a second.
     #[error(
-        "filters: this process's budget of {ms_per_second} ms of compiling a second is spent; try again in {retry_ms} ms"
+        "filters and applets: this process's budget of {ms_per_second} ms of compiling a second is spent; try again in {retry_ms} ms"
     )]
     CompileBudget {
         /// The budget: milliseconds of the daemon's CPU a second, and at
