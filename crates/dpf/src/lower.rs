@@ -653,6 +653,7 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         Primitive::Shifted {
             shift,
             labels,
+            ppp,
             ref inner,
         } => {
             // gen_llc reads the link-layer type and the LLC header where
@@ -669,9 +670,18 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             };
             let c = match inner {
                 Primitive::Relation(ref r) => relation_cond(r, values, d),
+                // gen_linktype on PPP: one compare, whatever the type
+                // (an 802.3 SAP too), of the PPP protocol (below).
+                Primitive::EtherProto(n) if ppp => ether_type(n),
                 ref p => primitive(p, values),
             };
-            let c = if labels > 0 { over_mpls(c) } else { c };
+            let c = if labels > 0 {
+                over_mpls(c)
+            } else if ppp {
+                ppp_types(c)
+            } else {
+                c
+            };
             shift_cond(c, shift + labels, values)
         }
         // gen_mpls: the first label's EtherType (where the link-layer
@@ -681,10 +691,13 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         // as the primitives after the tags and labels before it are.
         Primitive::Mpls {
             shift,
+            ppp,
             depth,
             label,
         } => {
-            let mut tests = vec![if depth == 0 {
+            let mut tests = vec![if depth == 0 && ppp {
+                ether_type(PPP_MPLS_UCAST)
+            } else if depth == 0 {
                 ether_type(ETHERTYPE_MPLS)
             } else {
                 masked_eq(link(12, Size::B), 1, 0)
@@ -1302,6 +1315,57 @@ fn over_mpls(c: Cond) -> Cond {
                     masked_eq(link(12, Size::B), 1, 1),
                     masked_eq(link(14, Size::B), 0xf0, version),
                 ]);
+            }
+            Cond::Not(x) => stack.push(x),
+            Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),
+            _ => {}
+        }
+    }
+    c
+}
+
+/// PPP's protocol for MPLS unicast (gen_mpls on PPP).
+const PPP_MPLS_UCAST: u32 = 0x0281;
+
+/// The PPP protocol libpcap tests for an EtherType (or an 802.3 SAP) on a
+/// PPP link layer (gencode's `ethertype_to_ppptype`); any other type is
+/// compared as it is.
+fn ppp_type(t: u32) -> u32 {
+    match t {
+        ETHERTYPE_IP => 0x0021,
+        ETHERTYPE_IPV6 => 0x0057,
+        ETHERTYPE_DN => 0x0027,
+        ETHERTYPE_ATALK => 0x0029,
+        // ETHERTYPE_NS, Xerox NS IDP.
+        0x0600 => 0x0025,
+        // LLCSAP_ISONS: OSI.
+        0xfe => 0x0023,
+        // LLCSAP_8021D: spanning tree's bridging PDUs.
+        0x42 => 0x0031,
+        LLCSAP_IPX => 0x002b,
+        t => t,
+    }
+}
+
+/// `c` on the PPP link layer `pppoes` leaves: each link-layer type test
+/// (an EtherType at 12, not yet moved) compares the PPP protocol libpcap
+/// maps the type to ([`ppp_type`]); [`shift_cond`] then moves it to the
+/// PPP protocol field.
+fn ppp_types(c: Cond) -> Cond {
+    let mut c = c;
+    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    while let Some(c) = stack.pop() {
+        match c {
+            Cond::Test(leaf) if link_type_test(leaf) => {
+                debug_assert!(matches!(
+                    leaf.key,
+                    Key::Prim {
+                        mask: u32::MAX,
+                        cmp: Cmp::Eq,
+                        ..
+                    }
+                ));
+                *c = eq(link(12, Size::H), ppp_type(leaf.key.value()));
             }
             Cond::Not(x) => stack.push(x),
             Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),

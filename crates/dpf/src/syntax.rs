@@ -365,8 +365,10 @@ pub enum Primitive {
     /// 2) > 40`), `less N` (`len <= N`) and `greater N` (`len >= N`).
     Relation(Box<Relation>),
     /// `pppoes [id]`: a PPPoE session frame (EtherType 0x8864), with
-    /// session id `id` if one is given. Nothing may follow it: libpcap
-    /// moves every later offset past the PPPoE header.
+    /// session id `id` if one is given. What follows it is read in its PPP
+    /// frame (libpcap's gen_pppoes makes the link layer PPP, its type the
+    /// PPP protocol after the 6-byte PPPoE header, its payload after
+    /// that): see [`Primitive::Shifted`]'s `ppp`.
     Pppoes {
         /// The session id (16 bits).
         id: Option<u16>,
@@ -378,11 +380,19 @@ pub enum Primitive {
     /// after an `mpls` a type as the bottom label's stack bit and the IP
     /// version (only IPv4 and IPv6 can be told). Printed as the primitive
     /// alone.
+    ///
+    /// After a `pppoes`, whose 8 bytes (the PPPoE header and the PPP
+    /// protocol) move the type and payload as two tags would, `shift`
+    /// counts them, and `ppp` says the link-layer type is PPP's protocol
+    /// field: an EtherType test is of the PPP protocol libpcap maps it to
+    /// (`ethertype_to_ppptype`: IPv4 0x21, IPv6 0x57, ...), one compare.
     Shifted {
-        /// The `vlan` primitives before it.
+        /// The `vlan` primitives before it, and two for a `pppoes`.
         shift: u32,
-        /// The `mpls` primitives before it.
+        /// The `mpls` primitives before it (after any `pppoes`).
         labels: u32,
+        /// After a `pppoes`: the link layer is PPP.
+        ppp: bool,
         /// The primitive.
         inner: Box<Primitive>,
     },
@@ -409,8 +419,11 @@ pub enum Primitive {
     /// below one that is not the bottom of the stack; with the label's 20
     /// bits if one is given.
     Mpls {
-        /// The `vlan` primitives before it.
+        /// The `vlan` primitives before it, and two for a `pppoes`.
         shift: u32,
+        /// After a `pppoes`: the first label's type is PPP's
+        /// (`PPP_MPLS_UCAST`, 0x0281).
+        ppp: bool,
         /// The `mpls` primitives before this one.
         depth: u32,
         /// The label (20 bits).
@@ -1049,7 +1062,7 @@ struct Parser {
     /// The packet loads of the comparison being parsed: each after the
     /// first counts as one more primitive.
     loads: usize,
-    /// A `pppoes` was parsed: nothing may follow it.
+    /// A `pppoes` was parsed: what follows is read in its PPP frame.
     pppoes: bool,
 }
 
@@ -1236,14 +1249,6 @@ impl Parser {
             });
         }
         self.primitives += 1;
-        if self.pppoes {
-            return Err(Error::Unsupported {
-                column,
-                feature: "a primitive after \"pppoes\" (libpcap shifts the offsets of \
-                          everything after it)"
-                    .into(),
-            });
-        }
         Ok(())
     }
 
@@ -1251,7 +1256,7 @@ impl Parser {
     /// depth is at most the nesting limit (an `and`/`or` chain is a loop
     /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
-        let (shift, labels, column) = (self.vlans, self.labels, self.col());
+        let (shift, labels, ppp, column) = (self.vlans, self.labels, self.pppoes, self.col());
         let (mut e, q) = self.term_unshifted(q)?;
         // Every primitive after a `vlan` or an `mpls` reads its link-layer
         // payload further on, whatever the `and`, `or` and `not` between
@@ -1262,6 +1267,9 @@ impl Parser {
                 p,
                 Primitive::Vlan { .. } | Primitive::Mpls { .. } | Primitive::Shifted { .. }
             ) {
+                if ppp {
+                    ppp_refusal(p, column)?;
+                }
                 // libpcap's gen_mpls_linktype: below MPLS only IPv4 and
                 // IPv6 can be told (by the version), no other type.
                 if labels > 0 && !crate::lower::supported_over_mpls(p) {
@@ -1274,6 +1282,7 @@ impl Parser {
                 *p = Primitive::Shifted {
                     shift,
                     labels,
+                    ppp,
                     inner: Box::new(inner),
                 };
             }
@@ -1527,6 +1536,13 @@ impl Parser {
                         message: "no VLAN match after MPLS".into(),
                     });
                 }
+                // gen_vlan on the link layer `pppoes` leaves.
+                if self.pppoes {
+                    return Err(Error::BadQualifier {
+                        column,
+                        message: "no VLAN support for PPP".into(),
+                    });
+                }
                 self.pos += 1;
                 let id = self
                     .optional_id(0x0fff, "a VLAN id is at most 4095")?
@@ -1546,6 +1562,7 @@ impl Parser {
                 Ok((
                     Expr::Prim(Primitive::Mpls {
                         shift,
+                        ppp: self.pppoes,
                         depth,
                         label,
                     }),
@@ -1581,13 +1598,23 @@ impl Parser {
                 Ok((Expr::Prim(Primitive::EtherProto(0x8863)), None))
             }
             // libpcap's gen_pppoes: the EtherType, then the session id in
-            // the low 16 bits of the four bytes at 14.
+            // the low 16 bits of the four bytes at 14; then the link layer
+            // is the PPP frame 6 bytes into the payload, its type the
+            // PPP protocol and its payload after that: every later type
+            // and payload offset 8 bytes on, as two tags would move them.
             "pppoes" => {
+                if self.pppoes {
+                    return Err(Error::Unsupported {
+                        column,
+                        feature: "a \"pppoes\" after another".into(),
+                    });
+                }
                 self.pos += 1;
                 let id = self
                     .optional_id(0xffff, "a PPPoE session id is at most 65535")?
                     .map(|n| n as u16);
                 self.pppoes = true;
+                self.vlans += 2;
                 Ok((Expr::Prim(Primitive::Pppoes { id }), None))
             }
             "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
@@ -2630,6 +2657,53 @@ impl fmt::Display for RelOp {
             RelOp::Gt => ">",
             RelOp::Ge => ">=",
         })
+    }
+}
+
+/// Why `p` cannot follow a `pppoes`, if it cannot: libpcap's refusals on
+/// the PPP link layer it leaves (its messages), and what dpf leaves out
+/// there (`ether[...]`, which libpcap reads from the PPP header, and ISO,
+/// which it reads in PPP's OSI form).
+fn ppp_refusal(p: &Primitive, column: usize) -> Result<(), Error> {
+    let bad = |message: &str| {
+        Err(Error::BadQualifier {
+            column,
+            message: message.into(),
+        })
+    };
+    let unsupported = |feature: &str| {
+        Err(Error::Unsupported {
+            column,
+            feature: format!("{feature} after \"pppoes\""),
+        })
+    };
+    match p {
+        Primitive::Llc(_) => bad("'llc' not supported for PPP"),
+        Primitive::Broadcast => bad("not a broadcast link"),
+        Primitive::Multicast => bad(
+            "link-layer multicast filters supported only on ethernet/FDDI/token ring/ARCNET/\
+             802.11/ATM LANE/Fibre Channel",
+        ),
+        Primitive::EtherHost { .. } => bad(
+            "ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM LANE/\
+             Fibre Channel",
+        ),
+        Primitive::Compare(Compare {
+            layer: Proto::Ether,
+            ..
+        }) => unsupported("\"ether[...]\" (libpcap reads the PPP header there)"),
+        Primitive::Relation(r)
+            if r.lhs
+                .iter()
+                .chain(&r.rhs)
+                .any(|a| matches!(a, Arith::Load(Proto::Ether, _))) =>
+        {
+            unsupported("\"ether[...]\" (libpcap reads the PPP header there)")
+        }
+        Primitive::IsoProto(_) | Primitive::IsisProto(_) | Primitive::IsisPdus(_) => {
+            unsupported("ISO and IS-IS")
+        }
+        _ => Ok(()),
     }
 }
 

@@ -239,7 +239,7 @@ fn rejections_name_the_column() {
         ("(ip[0] + 1 > 2", 15),
         ("ip[0] + > 2", 9),
         ("igmp[0] = 1", 1),
-        ("pppoes and ip", 12),
+        ("pppoes and vlan", 12),
         ("pppoes 65536", 8),
         ("gateway 10.0.0.1", 1),
         ("tcp proto 6", 1),
@@ -324,7 +324,7 @@ fn errors_say_what_is_wrong() {
         msg("host foo")
     );
     assert!(msg("geneve").contains("not supported"));
-    assert!(msg("pppoes and tcp").contains("after \"pppoes\""));
+    assert!(msg("pppoes and ether[0] = 1").contains("after \"pppoes\""));
     assert_eq!(
         msg("port no-such-service"),
         "column 6: unknown port \"no-such-service\" (not in /etc/services)"
@@ -478,6 +478,57 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     ]);
 }
 
+/// After `pppoes` the link layer is the PPP frame in the session: what
+/// follows is read there, its EtherTypes as PPP protocols, the PPPoE and
+/// PPP headers counted as two tags' worth of offset.
+#[test]
+fn primitives_after_pppoes_are_read_in_its_ppp_frame() {
+    for src in [
+        "pppoes and ip",
+        "pppoes 5 and tcp port 80",
+        "vlan 100 and pppoes and host 10.0.0.1",
+        "pppoes and (ip6 or ether proto 0x8863) and not udp",
+        "pppoes and mpls 123 and ip",
+        "pppoes and ip[0] & 0xf > 5 and len > 60",
+        "pppoes and decnet src host 1.2",
+    ] {
+        assert_eq!(canon(src), src, "{src:?}");
+    }
+    assert_eq!(
+        canon("pppoes and iso or stp"),
+        "(pppoes and ether proto 0x00fe) or ether proto 0x0042"
+    );
+    let e = dpf::parse("pppoes and ip").unwrap();
+    let Expr::And(_, ip) = &e else {
+        panic!("an and")
+    };
+    assert_eq!(
+        **ip,
+        Expr::Prim(Primitive::Shifted {
+            shift: 2,
+            labels: 0,
+            ppp: true,
+            inner: Box::new(Primitive::Proto(Proto::Ip)),
+        })
+    );
+    // libpcap refuses these on PPP (its messages); dpf leaves out
+    // `ether[...]` (libpcap reads the PPP header there), ISO's PPP form and
+    // a second `pppoes`.
+    refused_at(&[
+        ("pppoes and vlan", 12),
+        ("pppoes and llc", 12),
+        ("pppoes and broadcast", 12),
+        ("pppoes and ether multicast", 12),
+        ("pppoes and ether src 1:2:3:4:5:6", 12),
+        ("pppoes and ether[0] = 1", 12),
+        ("pppoes and ip[0] = ether[1]", 12),
+        ("pppoes and isis", 12),
+        ("pppoes and iso proto 0x83", 12),
+        ("pppoes and pppoes", 12),
+        ("pppoes and mpls and arp", 21),
+    ]);
+}
+
 #[test]
 fn decnet_hosts_are_area_dot_node_as_later_libpcaps_take_them() {
     for (src, want) in [
@@ -596,6 +647,7 @@ fn vlan_shifts_every_later_primitive_as_libpcap_does() {
         Expr::Prim(Primitive::Shifted {
             shift,
             labels: 0,
+            ppp: false,
             inner: Box::new(p),
         })
     };
@@ -806,17 +858,20 @@ fn mpls_moves_the_payload_and_tells_only_ip_below_it() {
         [
             Mpls {
                 shift: 1,
+                ppp: false,
                 depth: 0,
                 label: Some(100)
             },
             Mpls {
                 shift: 1,
+                ppp: false,
                 depth: 1,
                 label: None
             },
             Shifted {
                 shift: 1,
                 labels: 2,
+                ppp: false,
                 inner: Box::new(Primitive::Proto(Proto::Tcp))
             },
         ]

@@ -864,7 +864,16 @@ impl Gen {
                 // (PPP's IPv4 protocol number and an IPv4 packet in a
                 // session).
                 let session = self.chance(0.6);
-                let mut f = self.ethernet(if session { 0x8864 } else { 0x8863 });
+                let ty = if session { 0x8864 } else { 0x8863 };
+                // Now and then behind an 802.1Q tag.
+                let mut f = if self.chance(0.2) {
+                    let mut f = self.ethernet(0x8100);
+                    f.extend([0x00, *self.pick(&[100u8, 5])]);
+                    f.extend(u16::to_be_bytes(ty));
+                    f
+                } else {
+                    self.ethernet(ty)
+                };
                 let code = if session {
                     0
                 } else {
@@ -877,10 +886,37 @@ impl Gen {
                 };
                 f.extend([0x11, code]);
                 f.extend(id.to_be_bytes());
+                // A session's PPP frame: IPv4 (PPP protocol 0x21), IPv6
+                // (0x57), MPLS (0x0281, one label, IPv4 below it) or
+                // another protocol.
                 let body = if session {
-                    let mut b = vec![0x00, 0x21];
-                    b.extend(self.ipv4());
-                    b
+                    match self.rng.random_range(0..20) {
+                        0..=11 => {
+                            let mut b = vec![0x00, 0x21];
+                            b.extend(self.ipv4());
+                            b
+                        }
+                        12..=16 => {
+                            let mut b = vec![0x00, 0x57];
+                            b.extend(self.ipv6());
+                            b
+                        }
+                        17 | 18 => {
+                            let label: u32 = *self.pick(&[123, 100, 5]);
+                            let mut b = vec![0x02, 0x81];
+                            b.extend((label << 12 | 1 << 8 | 64).to_be_bytes());
+                            b.extend(self.ipv4());
+                            b
+                        }
+                        _ => {
+                            let p = *self.pick(&[0x0023u16, 0x0031, 0x0027, 0xc021]);
+                            let mut b = p.to_be_bytes().to_vec();
+                            b.extend(
+                                (0..self.rng.random_range(0..30)).map(|_| self.rng.random::<u8>()),
+                            );
+                            b
+                        }
+                    }
                 } else {
                     (0..self.rng.random_range(0..30))
                         .map(|_| self.rng.random())

@@ -1518,6 +1518,13 @@ mod tests {
         for evil in ["udp) or (udp", "udp) or udp or (udp", "(udp", "udp)"] {
             assert!(confine_filter(evil, id).is_err(), "{evil}");
         }
+        // Text that moves the offsets of what follows it (a tag, a label,
+        // a PPPoE session's PPP frame) would have the guard read elsewhere
+        // in the frame: refused.
+        for moving in ["vlan or udp", "mpls or udp", "pppoes or udp", "udp or pppoes 1"] {
+            let e = confine_filter(moving, id).unwrap_err();
+            assert!(e.contains("cannot be confined"), "{moving}: {e}");
+        }
         // ... and what parses stays under the guard.
         let c = confine_filter("udp or tcp", id).unwrap();
         match &dpf::parse(&c).unwrap() {
