@@ -751,14 +751,7 @@ impl Applet {
         let r = match self.jit.as_mut() {
             Some(jit) => {
                 let fields = jit.fields(st.heap, self.instance);
-                match jit.run(&self.prog, &mut st, fields, entry, args, limits) {
-                    Ok(o) => Ok(o),
-                    Err(jit::Stopped::Trapped(t)) => Err(*t),
-                    // Its code evicted and not built again: nothing ran.
-                    Err(jit::Stopped::Evicted) => {
-                        self.machine.run(&self.prog, &mut st, entry, args, limits)
-                    }
-                }
+                jit.run(&self.prog, &mut st, fields, entry, args, limits)
             }
             None => self.machine.run(&self.prog, &mut st, entry, args, limits),
         };
@@ -1125,19 +1118,6 @@ impl Applet {
                     kind: u32::from(p.m.returns),
                 }
             }
-            Err(status) if status.evicted() => {
-                let limits = RunLimits::of(&self.limits);
-                let r = interpret(
-                    &mut self.machine,
-                    &self.prog,
-                    &mut st,
-                    &p.m,
-                    &args,
-                    self.instance,
-                    limits,
-                );
-                self.interpreted(r)
-            }
             // The failure is the constant here, not `not_returned`'s
             // result, so that a caller inlining this body sees its value
             // word (`i32::MIN`, [`Called::returned_non_negative`]).
@@ -1145,28 +1125,6 @@ impl Applet {
                 self.not_returned(status);
                 Called::FAILURE
             }
-        }
-    }
-
-    /// The outcome of a prepared invocation the interpreter ran, its code
-    /// evicted ([`jit::Stopped::Evicted`]), as [`Called`], the collector's
-    /// trigger tested.
-    #[cold]
-    #[inline(never)]
-    fn interpreted(&mut self, r: Result<Outcome, Trap>) -> Called {
-        if self.heap.needs_collect() {
-            self.collect();
-        }
-        match r {
-            Ok(o) => Called {
-                value: o.value.unwrap_or(0),
-                kind: if o.value.is_some() {
-                    Called::VALUE
-                } else {
-                    Called::VOID
-                },
-            },
-            Err(t) => self.failed(Box::new(t.into())),
         }
     }
 
@@ -1298,8 +1256,7 @@ impl Applet {
     /// [`Applet::call`] on the JIT, the arguments checked: the value the
     /// method returned (for a `void` method, whatever the code left there:
     /// the callers read it only where `m.returns`) or its trap;
-    /// `Err(host)` if the interpreter runs this applet. An invocation whose
-    /// code was evicted and not built again runs on the interpreter here.
+    /// `Err(host)` if the interpreter runs this applet.
     #[inline(always)]
     fn call_jit<'h>(
         &mut self,
@@ -1319,66 +1276,23 @@ impl Applet {
         };
         // The applet object's fields, the limits and the table of
         // enterable methods are in `jit` already (`Applet::keep_context`).
-        let r = match jit.enter(&self.prog, &mut st, m.idx) {
-            Ok(v) => Ok(v),
-            Err(jit::Stopped::Trapped(t)) => Err(t),
-            // Its code evicted and not built again: nothing ran, and the
-            // interpreter runs it, its fuel kept where `call` reads it.
-            Err(jit::Stopped::Evicted) => {
-                let limits = RunLimits::of(&self.limits);
-                let r = interpret(
-                    &mut self.machine,
-                    &self.prog,
-                    &mut st,
-                    m,
-                    args,
-                    self.instance,
-                    limits,
-                );
-                match r {
-                    Ok(o) => {
-                        jit.record_fuel_used(&self.prog, o.fuel_used);
-                        Ok(o.value.unwrap_or(0))
-                    }
-                    Err(t) => Err(Box::new(t)),
-                }
-            }
-        };
+        let r = jit.enter(&self.prog, &mut st, m.idx);
         if self.heap.needs_collect() {
             self.collect();
         }
         Ok(r)
     }
 
-    /// [`Applet::call`] on the interpreter, the arguments checked: for an
-    /// applet the JIT does not run, or an invocation whose code was
-    /// evicted (the same outcome, traps and fuel).
+    /// [`Applet::call`] on the interpreter, the arguments checked.
     fn call_interpreted(
         &mut self,
         m: &Method,
         args: &[i32],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Outcome, Trap> {
-        let mut st = State {
-            heap: &mut self.heap,
-            statics: &mut self.statics,
-            natives: &self.natives,
-            host,
-        };
-        let limits = RunLimits::of(&self.limits);
-        let r = interpret(
-            &mut self.machine,
-            &self.prog,
-            &mut st,
-            m,
-            args,
-            self.instance,
-            limits,
-        );
-        if self.heap.needs_collect() {
-            self.collect();
-        }
-        r
+        let mut full = [0i32; Method::MAX_ARGS + 1];
+        let n = m.fill_args(&mut full, self.instance, args);
+        self.run_with(usize::from(m.idx), &full[..n], host)
     }
 
     /// Why [`Applet::call`] refuses `m` with `given` arguments.
@@ -1616,26 +1530,6 @@ impl Applet {
         }
         self.keep_context();
     }
-}
-
-/// Runs `m` on the interpreter with `args` (checked by the caller), on
-/// the applet object `instance`: for an applet the JIT does not run, and
-/// for an invocation whose compiled code was evicted and not built again
-/// (the same outcome, traps and fuel).
-#[cold]
-#[inline(never)]
-fn interpret(
-    machine: &mut Machine,
-    prog: &Program,
-    st: &mut State<'_>,
-    m: &Method,
-    args: &[i32],
-    instance: i32,
-    limits: RunLimits,
-) -> Result<Outcome, Trap> {
-    let mut full = [0i32; Method::MAX_ARGS + 1];
-    let n = m.fill_args(&mut full, instance, args);
-    machine.run(prog, st, m.idx, &full[..n], limits)
 }
 
 #[cfg(test)]

@@ -384,15 +384,6 @@ impl Returned {
         status: -1,
         value: 0,
     };
-
-    /// The outcome of an invocation whose code the cache evicted and that
-    /// was not built again ([`rebuild`]: the rebuild budget was spent, or
-    /// the cache had no room): nothing ran, and the host runs the
-    /// invocation on the interpreter instead.
-    const EVICTED: Returned = Returned {
-        status: -2,
-        value: 0,
-    };
 }
 
 /// The callee-saved registers of the host's convention that generated
@@ -531,8 +522,7 @@ impl Compiled {
     }
 
     /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
-    /// does: the same result, trap, fuel and effects; or nothing, if its
-    /// code was evicted and not built again ([`Stopped::Evicted`]).
+    /// does: the same result, trap, fuel and effects.
     pub(crate) fn run(
         &mut self,
         prog: &Program,
@@ -541,19 +531,18 @@ impl Compiled {
         entry: u16,
         args: &[i32],
         limits: RunLimits,
-    ) -> Result<Outcome, Stopped> {
-        let trapped = |t| Err(Stopped::Trapped(Box::new(t)));
+    ) -> Result<Outcome, Trap> {
         let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
-            return trapped(internal_trap(
+            return Err(internal_trap(
                 "entry is not a bytecode method",
                 String::new(),
             ));
         };
         if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
-            return trapped(internal_trap("argument count", f.id.clone()));
+            return Err(internal_trap("argument count", f.id.clone()));
         }
         if limits.max_depth > MAX_CALL_DEPTH {
-            return trapped(internal_trap(
+            return Err(internal_trap(
                 "call depth above the JIT's limit",
                 f.id.clone(),
             ));
@@ -561,10 +550,13 @@ impl Compiled {
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
         self.keep(prog, st.natives, st.statics.as_mut_ptr(), fields, limits);
-        self.enter(prog, st, entry).map(|v| Outcome {
-            value: returns.then_some(v),
-            fuel_used: self.fuel_used(prog),
-        })
+        match self.enter(prog, st, entry) {
+            Ok(v) => Ok(Outcome {
+                value: returns.then_some(v),
+                fuel_used: self.fuel_used(prog),
+            }),
+            Err(t) => Err(*t),
+        }
     }
 
     /// The frame stack's first slots, where [`Compiled::enter`] finds the
@@ -688,17 +680,6 @@ impl Compiled {
         }
     }
 
-    /// Records `used` as the last invocation's fuel, for
-    /// [`Compiled::fuel_used`]: an invocation the interpreter ran in this
-    /// code's place ([`Stopped::Evicted`]). The code's entry loads the fuel
-    /// it starts with from elsewhere (`Ctx::fuel_start`), so this changes
-    /// nothing the next invocation reads.
-    pub(crate) fn record_fuel_used(&mut self, prog: &Program, used: u64) {
-        if prog.metered() {
-            self.rec.ctx.fuel = self.limits.fuel - used;
-        }
-    }
-
     /// Runs method `entry` on the arguments already in the frame stack
     /// ([`Compiled::args_mut`]): [`Compiled::run`] without its argument
     /// checks, for a caller that made them once ([`crate::Method`]: the
@@ -707,9 +688,8 @@ impl Compiled {
     /// most [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame
     /// against the frame stack).
     ///
-    /// Returns the value the method returned, or its trap (or that its
-    /// code was evicted and nothing ran: [`Stopped::Evicted`]). For a
-    /// `void` method the value is whatever the code left in the result register
+    /// Returns the value the method returned, or its trap. For a `void`
+    /// method the value is whatever the code left in the result register
     /// (no store of 0 is spent on it): the caller knows the method's
     /// return type and ignores it ([`crate::Called`]'s kind). Both fit two
     /// registers, so that the common outcome travels back to
@@ -721,22 +701,21 @@ impl Compiled {
         prog: &Program,
         st: &mut State<'_>,
         entry: u16,
-    ) -> Result<i32, Stopped> {
+    ) -> Result<i32, Box<Trap>> {
         debug_assert!(prog.max_frame <= STACK_SLOTS);
         // The two preconditions generated code relies on for memory safety
         // (its dispatch indexes a table by `entry` unchecked, and each call
         // level takes native stack) are checked here too, whatever the
         // caller checked: one look-up in the table `keep` made of them.
         if self.enterable.get(usize::from(entry)) != Some(&true) {
-            return Err(Stopped::Trapped(Box::new(internal_trap(
+            return Err(Box::new(internal_trap(
                 "entry or call depth out of the JIT's range",
                 String::new(),
-            ))));
+            )));
         }
         match self.enter_admitted(prog, st, entry, None, None) {
             Ok(v) => Ok(v),
-            Err(status) if status.evicted() => Err(Stopped::Evicted),
-            Err(status) => Err(Stopped::Trapped(self.trap_of(prog, status))),
+            Err(status) => Err(self.trap_of(prog, status)),
         }
     }
 
@@ -1297,29 +1276,8 @@ pub(super) struct Found {
 }
 
 /// The status of an invocation that did not return normally (not 0): a
-/// trap site's number, -1 for code that could not run, or -2 for code
-/// evicted and not built again ([`NotReturned::evicted`]).
+/// trap site's number, or -1 for code that could not run.
 pub(crate) struct NotReturned(i32);
-
-impl NotReturned {
-    /// Whether nothing ran because the code was evicted and not built
-    /// again: the host runs the invocation on the interpreter, which gives
-    /// the same outcome ([`Stopped::Evicted`]).
-    #[inline]
-    pub(crate) fn evicted(&self) -> bool {
-        self.0 == Returned::EVICTED.status
-    }
-}
-
-/// Why [`Compiled::enter`] returned no value.
-pub(crate) enum Stopped {
-    /// The invocation trapped (or its code could not run: an internal
-    /// error).
-    Trapped(Box<Trap>),
-    /// The code was evicted and not built again; nothing ran. The host
-    /// runs the invocation on the interpreter.
-    Evicted,
-}
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
@@ -1365,7 +1323,11 @@ fn execute_scoped(
         Some(e) => e,
         None => match rebuild(&scope, code.found.key, prog) {
             Ok(e) => e,
-            Err(Unbuilt::Deferred) => return Returned::EVICTED,
+            // SAFETY: `ctx` is the record of this invocation, bound to it
+            // by the caller (`Compiled::enter_admitted`), which makes no
+            // other reference to it, its heap, statics or host until this
+            // returns: as for a runtime call of generated code.
+            Err(Unbuilt::Deferred) => return unsafe { interpret_evicted(code, prog, ctx, entry) },
             Err(Unbuilt::Failed(what)) => {
                 code.found.failed = Some(Box::new(not_run(prog, entry, what)));
                 return Returned::NOT_RUN;
@@ -1471,8 +1433,8 @@ pub(super) fn execute_registering(
 /// Why [`rebuild`] gave no code.
 pub(super) enum Unbuilt {
     /// Not built now: the rebuild budget is spent, or the cache had no
-    /// room for it. The invocation runs on the interpreter; a later one
-    /// tries again.
+    /// room for it. The interpreter runs the invocation
+    /// ([`interpret_evicted`]); a later one tries again.
     Deferred,
     /// Compiling failed (an internal error: the program compiled before).
     Failed(String),
@@ -1548,8 +1510,9 @@ pub(super) fn rebuild<'s>(
     }
     let built = build(prog).map_err(|e| Unbuilt::Failed(format!("internal error: {e}")));
     let published = built.and_then(|(mut func, ..)| {
-        // The cache's only failure is room (`Error::Alloc`, or the
-        // arena's refusal inside `end_in`): the code compiled before.
+        // The program compiled before, so publishing fails only for want
+        // of room (`Error::Alloc`, or the arena's refusal inside
+        // `end_in`).
         scope
             .get_or_build(key, 1, move |e| func.end_in(e.mem()))
             .map_err(|_| Unbuilt::Deferred)
@@ -1557,6 +1520,85 @@ pub(super) fn rebuild<'s>(
     let end = std::time::Instant::now();
     rebuild_budget().refill(end).tokens -= end.duration_since(start).as_secs_f64();
     published
+}
+
+/// Runs method `entry` of an invocation whose code was evicted and not
+/// built again ([`Unbuilt::Deferred`]) on the interpreter, in the code's
+/// place: its arguments from the frame stack, where the caller wrote
+/// them; the heap, the statics, the natives and the host value from the
+/// record, as a runtime call reaches them; the limits `keep` wrote there.
+/// The outcome is the code's: the value with status 0, or the trap in
+/// [`Found::failed`] with [`Returned::NOT_RUN`]; the fuel used where
+/// [`Compiled::fuel_used`] reads it. The interpreter gives the same value,
+/// trap, fuel and effects (`tests/differential.rs`); nothing of the
+/// invocation's common way (the caller's `Applet::run_prepared` and the
+/// rest) changes for it.
+///
+/// # Safety
+///
+/// `ctx` is the record of the running invocation of `prog`, bound by its
+/// caller (`Runtime::bind`, `Compiled::keep`), which makes no other
+/// reference to the record, the heap, the statics or the host until this
+/// returns.
+#[cold]
+#[inline(never)]
+unsafe fn interpret_evicted(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry: u16) -> Returned {
+    // SAFETY: as the caller promises.
+    let (ctx, rt) = unsafe { runtime::record(ctx) };
+    let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
+        code.found.failed = Some(Box::new(internal_trap(
+            "entry is not a bytecode method",
+            String::new(),
+        )));
+        return Returned::NOT_RUN;
+    };
+    // SAFETY: the frame stack (`STACK_SLOTS` slots from `ctx.frames`,
+    // owned by the `Compiled` whose record this is), where the caller
+    // wrote the entry's `arg_slots` arguments; the statics, the
+    // applet's `static_count` slots (`Compiled::keep`); the heap, the
+    // natives and the host, the invocation's (`Runtime::bind`). The
+    // caller makes no other reference to any of them until this returns.
+    let (args, statics, heap, natives, host) = unsafe {
+        (
+            core::slice::from_raw_parts(ctx.frames, usize::from(f.arg_slots)).to_vec(),
+            core::slice::from_raw_parts_mut(ctx.statics, usize::from(prog.info.static_count)),
+            rt.heap(),
+            rt.natives(),
+            rt.host(),
+        )
+    };
+    let limits = RunLimits {
+        fuel: ctx.fuel_start,
+        max_depth: u32::try_from(ctx.max_depth).unwrap_or(u32::MAX),
+    };
+    let mut st = State {
+        heap,
+        statics,
+        natives,
+        host,
+    };
+    // A machine kept by the thread (its frame stack is 68 KiB): taken, so
+    // that an invocation a native makes meanwhile takes its own.
+    std::thread_local! {
+        static SPARE: core::cell::Cell<Option<Box<crate::interpreter::Machine>>> =
+            const { core::cell::Cell::new(None) };
+    }
+    let mut machine = SPARE.take().unwrap_or_default();
+    let outcome = machine.run(prog, &mut st, entry, &args, limits);
+    SPARE.set(Some(machine));
+    match outcome {
+        Ok(o) => {
+            ctx.fuel = ctx.fuel_start.saturating_sub(o.fuel_used);
+            Returned {
+                status: 0,
+                value: o.value.unwrap_or(0),
+            }
+        }
+        Err(trap) => {
+            code.found.failed = Some(Box::new(trap));
+            Returned::NOT_RUN
+        }
+    }
 }
 
 impl Compiled {

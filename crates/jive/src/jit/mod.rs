@@ -133,7 +133,7 @@ pub use exec::{
     Compiled, REBUILD_TIME_PER_SECOND, Runner, cache_stats, compile, evict_oldest, park,
     set_rebuild_budget,
 };
-pub(crate) use exec::{Held, NotReturned, Stopped};
+pub(crate) use exec::{Held, NotReturned};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 pub(crate) use runtime::{HostArg, HostKind, LENT, Lent};

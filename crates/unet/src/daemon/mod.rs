@@ -1521,7 +1521,12 @@ mod tests {
         // Text that moves the offsets of what follows it (a tag, a label,
         // a PPPoE session's PPP frame) would have the guard read elsewhere
         // in the frame: refused.
-        for moving in ["vlan or udp", "mpls or udp", "pppoes or udp", "udp or pppoes 1"] {
+        for moving in [
+            "vlan or udp",
+            "mpls or udp",
+            "pppoes or udp",
+            "udp or pppoes 1",
+        ] {
             let e = confine_filter(moving, id).unwrap_err();
             assert!(e.contains("cannot be confined"), "{moving}: {e}");
         }
