@@ -1294,27 +1294,23 @@ fn below_mpls(p: &Primitive) -> Primitive {
     }
 }
 
-/// `c` below a label stack: each IPv4 or IPv6 EtherType test becomes
-/// gen_mpls_linktype's bottom-of-stack bit (the byte two before the
-/// payload, `& 1 = 1`) and IP version (the payload's first byte, `& 0xf0`
-/// = 0x40 or 0x60), at the unmoved offsets 12 and 14 for [`shift_cond`]
-/// to move. The parser has refused any other type
-/// ([`supported_over_mpls`]).
-fn over_mpls(c: Cond) -> Cond {
+/// `c` with each link-layer type test (a leaf at 12, not yet moved)
+/// replaced by `with` of its type.
+fn map_link_types(c: Cond, with: impl Fn(u32) -> Cond) -> Cond {
     let mut c = c;
     let mut stack: Vec<&mut Cond> = vec![&mut c];
     while let Some(c) = stack.pop() {
         match c {
             Cond::Test(leaf) if link_type_test(leaf) => {
-                let version = if leaf.key.value() == ETHERTYPE_IPV6 {
-                    0x60
-                } else {
-                    0x40
-                };
-                *c = Cond::And(vec![
-                    masked_eq(link(12, Size::B), 1, 1),
-                    masked_eq(link(14, Size::B), 0xf0, version),
-                ]);
+                debug_assert!(matches!(
+                    leaf.key,
+                    Key::Prim {
+                        mask: u32::MAX,
+                        cmp: Cmp::Eq,
+                        ..
+                    }
+                ));
+                *c = with(leaf.key.value());
             }
             Cond::Not(x) => stack.push(x),
             Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),
@@ -1322,6 +1318,22 @@ fn over_mpls(c: Cond) -> Cond {
         }
     }
     c
+}
+
+/// `c` below a label stack: each IPv4 or IPv6 EtherType test becomes
+/// gen_mpls_linktype's bottom-of-stack bit (the byte two before the
+/// payload, `& 1 = 1`) and IP version (the payload's first byte, `& 0xf0`
+/// = 0x40 or 0x60), at the unmoved offsets 12 and 14 for [`shift_cond`]
+/// to move. The parser has refused any other type
+/// ([`supported_over_mpls`]).
+fn over_mpls(c: Cond) -> Cond {
+    map_link_types(c, |t| {
+        let version = if t == ETHERTYPE_IPV6 { 0x60 } else { 0x40 };
+        Cond::And(vec![
+            masked_eq(link(12, Size::B), 1, 1),
+            masked_eq(link(14, Size::B), 0xf0, version),
+        ])
+    })
 }
 
 /// PPP's protocol for MPLS unicast (gen_mpls on PPP).
@@ -1352,27 +1364,7 @@ fn ppp_type(t: u32) -> u32 {
 /// maps the type to ([`ppp_type`]); [`shift_cond`] then moves it to the
 /// PPP protocol field.
 fn ppp_types(c: Cond) -> Cond {
-    let mut c = c;
-    let mut stack: Vec<&mut Cond> = vec![&mut c];
-    while let Some(c) = stack.pop() {
-        match c {
-            Cond::Test(leaf) if link_type_test(leaf) => {
-                debug_assert!(matches!(
-                    leaf.key,
-                    Key::Prim {
-                        mask: u32::MAX,
-                        cmp: Cmp::Eq,
-                        ..
-                    }
-                ));
-                *c = eq(link(12, Size::H), ppp_type(leaf.key.value()));
-            }
-            Cond::Not(x) => stack.push(x),
-            Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),
-            _ => {}
-        }
-    }
-    c
+    map_link_types(c, |t| eq(link(12, Size::H), ppp_type(t)))
 }
 
 /// `c` as libpcap 1.10 generates it after `shift` `vlan` primitives

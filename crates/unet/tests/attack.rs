@@ -187,6 +187,55 @@ fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// A client's two endpoints on `engine`, with `applet`, a channel each
+/// way (`a` to `b`, `b` to `a`), neither driving the engine itself.
+fn client_pair(
+    engine: &Engine,
+    applet: Option<&[u8]>,
+) -> (unet::Endpoint, unet::Endpoint, u16, u16) {
+    let mut a = engine.create_endpoint(Config::default(), applet).unwrap();
+    let mut b = engine.create_endpoint(Config::default(), applet).unwrap();
+    a.set_drive(false);
+    b.set_drive(false);
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    let ba = b.open_channel(engine.local(), a.id()).unwrap();
+    (a, b, ab, ba)
+}
+
+/// Hostile endpoints, each with a channel to itself.
+type Hostile = Vec<(unet::Endpoint, u16)>;
+
+/// A thread that sends to each hostile endpoint in turn until stopped,
+/// `pause` between rounds: as many messages as its transmit queue takes
+/// (`fill`), or one.
+struct Feeder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Hostile>,
+}
+
+impl Feeder {
+    fn start(mut hostile: Hostile, pause: Duration, fill: bool) -> Feeder {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                for (h, c) in &mut hostile {
+                    while h.send(*c, &[0; 16]).is_ok() && fill {}
+                }
+                std::thread::sleep(pause);
+            }
+            hostile
+        });
+        Feeder { stop, thread }
+    }
+
+    /// Stops the thread; the hostile endpoints back.
+    fn stop(self) -> Hostile {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 // ---------------------------------------------------------------------------
 // An applet that pushes frames forever.
 
@@ -505,27 +554,9 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
         .collect();
     // Hostile invocations so far: each takes one descriptor and traps.
     let burnt = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
-    let mut a = engine.create_endpoint(Config::default(), None).unwrap();
-    let mut b = engine.create_endpoint(Config::default(), None).unwrap();
-    a.set_drive(false);
-    b.set_drive(false);
-    let ab = a.open_channel(engine.local(), b.id()).unwrap();
-    let ba = b.open_channel(engine.local(), a.id()).unwrap();
+    let (mut a, mut b, ab, ba) = client_pair(&engine, None);
     engine.start(2).unwrap();
-
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for (h, c) in &mut hostile {
-                    while h.send(*c, &[0; 16]).is_ok() {}
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            hostile
-        })
-    };
+    let feeder = Feeder::start(hostile, Duration::from_micros(200), true);
     std::thread::sleep(Duration::from_millis(300));
 
     // Waits for the next message at `ep`, sent when `burnt()` was at least
@@ -556,8 +587,7 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
         passed.push(wait(&mut a, sent, "the pong"));
         times.push(t.elapsed());
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let hostile = feeder.join().unwrap();
+    let hostile = feeder.stop();
     engine.stop();
 
     let (mut overruns, mut throttled, mut taken, mut traps) = (0, 0, 0, 0);
@@ -631,16 +661,7 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     let _s = serial();
     let engine = loop_engine(Budgets::default());
     // The client's pair first: its code is the oldest, evicted first.
-    let mut a = engine
-        .create_endpoint(Config::default(), Some(applets::STANDARD))
-        .unwrap();
-    let mut b = engine
-        .create_endpoint(Config::default(), Some(applets::STANDARD))
-        .unwrap();
-    a.set_drive(false);
-    b.set_drive(false);
-    let ab = a.open_channel(engine.local(), b.id()).unwrap();
-    let ba = b.open_channel(engine.local(), a.id()).unwrap();
+    let (mut a, mut b, ab, ba) = client_pair(&engine, Some(applets::STANDARD));
     let evictions = jive::jit::cache_stats().evictions;
     let mut hostile = Vec::new();
     for n in 0..16 {
@@ -656,19 +677,7 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
         .map(|(h, _)| engine.port(h.id()).unwrap())
         .collect();
     engine.start(2).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for (h, c) in &mut hostile {
-                    let _ = h.send(*c, &[0; 16]);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            hostile
-        })
-    };
+    let feeder = Feeder::start(hostile, Duration::from_millis(1), false);
     std::thread::sleep(Duration::from_millis(300));
     let hostile_invoked = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
     let invoked = hostile_invoked();
@@ -697,8 +706,7 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
         times.push(t.elapsed());
     }
     let invoked = hostile_invoked() - invoked;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let hostile = feeder.join().unwrap();
+    let hostile = feeder.stop();
     engine.stop();
     let stats = jive::jit::cache_stats();
     let traps: u64 = hostile
