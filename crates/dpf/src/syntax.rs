@@ -860,7 +860,7 @@ enum AddrKind {
     IsoProto,
     /// After `isis proto`: an IS-IS PDU type.
     IsisProto,
-    /// After `decnet [dir] [host|net]`: a DECnet address.
+    /// After `decnet [dir] [host]`: a DECnet address.
     Decnet,
 }
 

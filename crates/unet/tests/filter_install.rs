@@ -325,8 +325,8 @@ fn a_process_filter_installs_have_a_budget_of_cpu_time() {
 }
 
 /// Loading an applet takes the connection thread's CPU too: verifying
-/// jive's largest classes and compiling them takes up to about 0.2 s
-/// (`Dear00`, the build's dearest applet), and a process may load one on
+/// jive's largest classes and compiling them takes up to about 0.4 s
+/// (0.2 s for `Dear00`, the build's dearest applet the JIT takes), and a process may load one on
 /// each of its endpoints in a loop. Applet loads share the filters'
 /// budget: taken while any is left, charged after, then refused, typed,
 /// with the wait, for filters and applets alike; removing an applet is

@@ -76,7 +76,7 @@
 //!   past it the request is refused ([`Refusal::CountsBudget`], with the
 //!   wait until the next read) without touching the engine. Compiling a
 //!   filter takes the connection thread's CPU, up to about a second for
-//!   one within dpf's limits, and loading an applet up to about 0.2 s, so
+//!   one within dpf's limits, and loading an applet up to about 0.4 s, so
 //!   a process's installs and loads share
 //!   [`ServeOptions::compile_time_per_second`] of CPU time a second (a
 //!   token bucket holding a second's worth, each request taken while any
@@ -243,8 +243,8 @@ pub struct ServeOptions {
     /// connections: a token bucket holding a second's worth. A request is
     /// taken while any is left and its time (the connection thread's CPU
     /// time) charged after, so one may overdraw it, at most by dpf's
-    /// optimizer budget (about a second) or one applet's load (about 0.2
-    /// s within jive's limits); past it those requests are refused with
+    /// optimizer budget (about a second) or one applet's load (up to
+    /// about 0.4 s within jive's limits); past it those requests are refused with
     /// [`Refusal::CompileBudget`] until it refills. Zero refuses every
     /// one. Default 250 ms.
     pub compile_time_per_second: std::time::Duration,
@@ -1122,7 +1122,7 @@ impl Session<'_> {
             Request::SetApplet { id, applet } => {
                 self.mine(id)?;
                 // Verifying and compiling an applet takes the connection
-                // thread's CPU as a filter does (up to about 0.2 s within
+                // thread's CPU as a filter does (up to about 0.4 s within
                 // jive's limits): the same budget. Removing one is free.
                 let charged = applet.is_some();
                 if charged {
