@@ -1232,12 +1232,7 @@ pub(crate) fn supported_over_mpls(p: &Primitive) -> bool {
         // gen_load's type test for an ARP or RARP load, which gencode
         // makes before it knows whether the test stays (a load in
         // parentheses keeps none, [`relation_cond`]).
-        Primitive::Relation(r)
-            if r.lhs
-                .iter()
-                .chain(&r.rhs)
-                .any(|a| matches!(a, Arith::Load(Proto::Arp | Proto::Rarp, _))) =>
-        {
+        Primitive::Relation(r) if r.loads_from(|l| matches!(l, Proto::Arp | Proto::Rarp)) => {
             return false;
         }
         _ => {}

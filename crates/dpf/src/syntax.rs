@@ -255,6 +255,16 @@ pub struct Relation {
     pub column: usize,
 }
 
+impl Relation {
+    /// Whether a packet load of either side reads a layer `layer` holds.
+    pub(crate) fn loads_from(&self, layer: impl Fn(Proto) -> bool) -> bool {
+        self.lhs
+            .iter()
+            .chain(&self.rhs)
+            .any(|a| matches!(*a, Arith::Load(l, _) if layer(l)))
+    }
+}
+
 /// One primitive of the language.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Primitive {
@@ -2692,12 +2702,7 @@ fn ppp_refusal(p: &Primitive, column: usize) -> Result<(), Error> {
             layer: Proto::Ether,
             ..
         }) => unsupported("\"ether[...]\" (libpcap reads the PPP header there)"),
-        Primitive::Relation(r)
-            if r.lhs
-                .iter()
-                .chain(&r.rhs)
-                .any(|a| matches!(a, Arith::Load(Proto::Ether, _))) =>
-        {
+        Primitive::Relation(r) if r.loads_from(|l| l == Proto::Ether) => {
             unsupported("\"ether[...]\" (libpcap reads the PPP header there)")
         }
         Primitive::IsoProto(_) | Primitive::IsisProto(_) | Primitive::IsisPdus(_) => {

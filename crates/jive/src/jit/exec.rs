@@ -1554,13 +1554,15 @@ unsafe fn interpret_evicted(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry
     };
     // SAFETY: the frame stack (`STACK_SLOTS` slots from `ctx.frames`,
     // owned by the `Compiled` whose record this is), where the caller
-    // wrote the entry's `arg_slots` arguments; the statics, the
+    // wrote the entry's `arg_slots` arguments (the interpreter copies
+    // them into its own frames first, and nothing writes this frame stack
+    // while it runs: the `Compiled` is its caller's alone); the statics, the
     // applet's `static_count` slots (`Compiled::keep`); the heap, the
     // natives and the host, the invocation's (`Runtime::bind`). The
     // caller makes no other reference to any of them until this returns.
     let (args, statics, heap, natives, host) = unsafe {
         (
-            core::slice::from_raw_parts(ctx.frames, usize::from(f.arg_slots)).to_vec(),
+            core::slice::from_raw_parts(ctx.frames, usize::from(f.arg_slots)),
             core::slice::from_raw_parts_mut(ctx.statics, usize::from(prog.info.static_count)),
             rt.heap(),
             rt.natives(),
@@ -1584,7 +1586,7 @@ unsafe fn interpret_evicted(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry
             const { core::cell::Cell::new(None) };
     }
     let mut machine = SPARE.take().unwrap_or_default();
-    let outcome = machine.run(prog, &mut st, entry, &args, limits);
+    let outcome = machine.run(prog, &mut st, entry, args, limits);
     SPARE.set(Some(machine));
     match outcome {
         Ok(o) => {
