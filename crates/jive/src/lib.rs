@@ -544,6 +544,29 @@ impl Called {
     }
 }
 
+/// An applet verified, its natives bound and its code compiled, whose
+/// initializers have not run ([`Applet::compile_lending`]).
+pub struct Unconstructed(Applet);
+
+impl Unconstructed {
+    /// Runs `<clinit>` (if any), creates the applet object and runs its
+    /// constructor, their natives given `host` ([`Context::host`]): the
+    /// rest of [`Applet::load_lending`].
+    pub fn construct(self, host: Option<&mut dyn core::any::Any>) -> Result<Applet, LoadError> {
+        let mut applet = self.0;
+        applet.initialize(host)?;
+        Ok(applet)
+    }
+}
+
+impl core::fmt::Debug for Unconstructed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Unconstructed")
+            .field("class", &self.0.prog.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl core::fmt::Debug for Applet {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Applet")
@@ -587,8 +610,23 @@ impl Applet {
         lent: &[LentParam],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Applet, LoadError> {
+        Applet::compile_lending(bytes, natives, limits, lent)?.construct(host)
+    }
+
+    /// The first half of [`Applet::load_lending`], which needs no host:
+    /// [`check_lending`], bind the natives and compile ([`Engine::Tiered`]).
+    /// That is all of a load's cost but the initializers', which fuel
+    /// bounds: a host that must hold its own locks while the initializers
+    /// run (they call its natives) takes them only for
+    /// [`Unconstructed::construct`].
+    pub fn compile_lending(
+        bytes: &[u8],
+        natives: &Natives,
+        limits: Limits,
+        lent: &[LentParam],
+    ) -> Result<Unconstructed, LoadError> {
         let prog = check_lending(bytes, &limits, lent)?;
-        Applet::instantiate_with_host(prog, natives, limits, host)
+        Applet::bind_on(prog, natives, limits, Engine::Tiered).map(Unconstructed)
     }
 
     /// Binds natives and instantiates a checked [`Program`].
@@ -613,10 +651,21 @@ impl Applet {
 
     /// Instantiates on `engine`, which also runs the initializers.
     fn instantiate_on(
+        prog: Program,
+        natives: &Natives,
+        limits: Limits,
+        host: Option<&mut dyn core::any::Any>,
+        engine: Engine,
+    ) -> Result<Applet, LoadError> {
+        Unconstructed(Applet::bind_on(prog, natives, limits, engine)?).construct(host)
+    }
+
+    /// Binds the natives and compiles on `engine`: an applet whose
+    /// initializers have not run (no object yet).
+    fn bind_on(
         mut prog: Program,
         natives: &Natives,
         limits: Limits,
-        mut host: Option<&mut dyn core::any::Any>,
         engine: Engine,
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
@@ -687,11 +736,17 @@ impl Applet {
         };
         applet.prog.set_metering(applet.limits.fuel.is_some());
         applet.set_engine(engine)?;
-        if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
-            applet.run_with(idx, &[], host.as_deref_mut())?;
+        Ok(applet)
+    }
+
+    /// Runs `<clinit>` (if any), creates the applet object and runs its
+    /// constructor.
+    fn initialize(&mut self, mut host: Option<&mut dyn core::any::Any>) -> Result<(), LoadError> {
+        if let Some((idx, _)) = self.prog.info.method("<clinit>") {
+            self.run_with(idx, &[], host.as_deref_mut())?;
         }
-        let count = usize::from(applet.prog.info.instance_count);
-        applet.instance = applet
+        let count = usize::from(self.prog.info.instance_count);
+        self.instance = self
             .heap
             .alloc(heap::Object::Instance(vec![0; count]))
             .map_err(|e| Trap {
@@ -703,12 +758,12 @@ impl Applet {
                 method: "<new>".into(),
                 bci: 0,
             })?;
-        if let Some((idx, _)) = applet.prog.info.method("<init>") {
-            let this = applet.instance;
-            applet.run_with(idx, &[this], host)?;
+        if let Some((idx, _)) = self.prog.info.method("<init>") {
+            let this = self.instance;
+            self.run_with(idx, &[this], host)?;
         }
-        applet.keep_context();
-        Ok(applet)
+        self.keep_context();
+        Ok(())
     }
 
     /// Gives the compiled code the words of its context that stay from one

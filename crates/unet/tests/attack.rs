@@ -13,6 +13,7 @@
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
 //! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
+//! | an applet's load, verified and compiled under the engine's locks, holds up every client | [`an_applet_being_loaded_holds_up_no_other_client`] |
 //! | one client commits unbounded shared memory | [`one_client_cannot_hold_unbounded_shared_memory`] |
 //!
 //! # How the children are made
@@ -736,6 +737,140 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     assert!(
         med < Duration::from_millis(10) && p99 < Duration::from_millis(10),
         "round trips beside the hostile applets: median {med:?}, p99 {p99:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Applets loaded while others are served.
+
+/// Loading an applet takes up to about 0.4 s within jive's limits (0.1 to
+/// 0.2 s for a new `DearNN`), most of it the verifier and the JIT. That
+/// ran under the engine's control lock when the applet came with the
+/// endpoint's creation, so every client's install, channel and endpoint
+/// waited for it; and under the endpoint's side locks when it came with
+/// `set_applet`, so an engine thread delivering to that endpoint (one
+/// without an applet takes its receive side's lock) waited too, and every
+/// endpoint that thread serves with it. A client loading new `DearNN`s in
+/// a loop, half on an endpoint its own traffic keeps busy and half with
+/// new endpoints, stalled another client's round trips and filter installs
+/// for the length of a load. Now the applet is verified and compiled
+/// before any lock is taken; only its constructor, which fuel bounds, runs
+/// under them.
+#[test]
+fn an_applet_being_loaded_holds_up_no_other_client() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let (mut a, mut b, ab, ba) = client_pair(&engine, None);
+    // The hostile endpoint, without an applet between its loads, fed by
+    // another without pause: the engine thread delivers to it all along.
+    let (mut sender, h, to_h, _) = client_pair(&engine, None);
+    sender.set_drive(false);
+    let hid = h.id();
+    engine.start(1).unwrap();
+    let feeder = Feeder::start(vec![(sender, to_h)], Duration::from_micros(50), true);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loader = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Each load a class the cache has not seen, so that each is
+            // verified and compiled whole.
+            let mut loads = Vec::new();
+            let mut n = 20;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 100 {
+                let t = Instant::now();
+                if n % 2 == 0 {
+                    engine.set_applet(hid, Some(&dear(n))).unwrap();
+                    loads.push(t.elapsed());
+                    engine.set_applet(hid, None).unwrap();
+                } else {
+                    let e = engine
+                        .create_endpoint(Config::default(), Some(&dear(n)))
+                        .unwrap();
+                    loads.push(t.elapsed());
+                    drop(e);
+                }
+                n += 1;
+                // A process's loads are budgeted (250 ms of compiling a
+                // second by default): a pause, as the daemon's would be.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            loads
+        })
+    };
+    let recv = |ep: &mut unet::Endpoint, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(m) = ep.recv() {
+                return m.to_vec();
+            }
+            assert!(Instant::now() < deadline, "{what} never arrived");
+            std::hint::spin_loop();
+        }
+    };
+    // Round trips, and a filter installed and removed every 50th, for 4 s.
+    let (mut trips, mut installs) = (Vec::new(), Vec::new());
+    let end = Instant::now() + Duration::from_secs(4);
+    let mut i = 0u64;
+    while Instant::now() < end {
+        i += 1;
+        let t = Instant::now();
+        a.send(ab, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
+        b.send(ba, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
+        trips.push(t.elapsed());
+        if i.is_multiple_of(50) {
+            let t = Instant::now();
+            let f = a.install_filter(ab, "udp port 9", 1).unwrap();
+            a.remove_filter(f).unwrap();
+            installs.push(t.elapsed());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut loads = loader.join().unwrap();
+    let hostile = feeder.stop();
+    engine.stop();
+    let c = engine.port(hid).unwrap().counts();
+    let delivered = c.rx_delivered + c.rx_no_buffer + c.rx_queue_full;
+    drop((hostile, h));
+    loads.sort();
+    trips.sort();
+    installs.sort();
+    let (nl, nt, ni) = (loads.len(), trips.len(), installs.len());
+    let longest = |v: &[Duration]| v[v.len() - 1];
+    eprintln!(
+        "{nl} loads (shortest {:?}, median {:?}); {nt} round trips meanwhile: median {:?}, \
+         p99 {:?}, max {:?}; {ni} installs: median {:?}, p99 {:?}, max {:?}; {delivered} \
+         frames for the hostile endpoint",
+        loads[0],
+        loads[nl / 2],
+        trips[nt / 2],
+        trips[nt * 99 / 100],
+        longest(&trips),
+        installs[ni / 2],
+        installs[ni * 99 / 100],
+        longest(&installs),
+    );
+    assert!(nl >= 8, "{nl} loads in 4 s");
+    assert!(delivered > 0, "frames reached the hostile endpoint");
+    // No round trip or install waited for a load. A waiting one took
+    // about a load (each load stalled one of either: the client waits
+    // for what it sent); half the shortest load is the bound. A busy
+    // machine's scheduler can hold a thread for tens of ms too, so a few
+    // past it are allowed: at most one for every eight loads (with the
+    // loads under the locks, 31 of 31 in one run).
+    let bound = loads[0] / 2;
+    let stalled = trips
+        .iter()
+        .chain(&installs)
+        .filter(|&&t| t >= bound)
+        .count();
+    assert!(
+        stalled <= nl / 8,
+        "{stalled} round trips and installs took {bound:?} or more, while {nl} loads ran \
+         (longest round trip {:?}, install {:?})",
+        longest(&trips),
+        longest(&installs),
     );
 }
 

@@ -1989,16 +1989,38 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
     (status, took)
 }
 
-/// Loads, verifies and constructs an applet for the endpoint of `io`,
+/// Verifies an applet and compiles its code for an endpoint with
+/// `budgets`: all of a load's cost but the constructor's, which fuel
+/// bounds. It touches no endpoint, so it runs before any of the engine's
+/// locks is taken (up to about 0.4 s for a class within jive's limits;
+/// under the control lock or an endpoint's side lock it held up every
+/// client or the engine thread delivering to that endpoint).
+pub(super) fn compile_applet(
+    bytes: &[u8],
+    budgets: &Budgets,
+) -> Result<jive::Unconstructed, EngineError> {
+    let limits = jive::Limits {
+        fuel: Some(budgets.applet_fuel),
+        ..jive::Limits::default()
+    };
+    Ok(jive::Applet::compile_lending(
+        bytes,
+        &natives_table(),
+        limits,
+        &[crate::applets::LENT_DO_RX, crate::applets::LENT_DO_TX],
+    )?)
+}
+
+/// Constructs an applet [`compile_applet`] made for the endpoint of `io`,
 /// giving it an `RxBuf` of the endpoint's largest message. The receive
 /// queue's run is lent to the constructor, and from then on only if the
 /// applet declares the inline `dmaRxdPayload` ([`Io::ring_lent`]); if the
 /// load fails, as the old applet (which stays) needed.
-pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+pub(super) fn load_applet(applet: jive::Unconstructed, io: &mut Io) -> Result<Loaded, EngineError> {
     let before = (io.ring_lent, io.free_lent);
     io.set_ring_lent(true);
     io.set_free_lent(true);
-    let loaded = load_and_construct(bytes, io);
+    let loaded = construct(applet, io);
     let (ring, free) = match &loaded {
         Ok(l) => (
             l.applet.has_inline(jive::InlineForm::PushBytes)
@@ -2013,23 +2035,13 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
 }
 
 /// [`load_applet`] under a lent run.
-fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+fn construct(applet: jive::Unconstructed, io: &mut Io) -> Result<Loaded, EngineError> {
     let max_message = io.framer.max_message;
-    let limits = jive::Limits {
-        fuel: Some(io.budgets.applet_fuel),
-        ..jive::Limits::default()
-    };
-    // Constructors are bounded by fuel alone: their time includes the
-    // JIT's compilation.
+    // Constructors are bounded by fuel alone, as they always were (their
+    // time once included the JIT's compilation).
     let lent = io.begin();
     io.inv.words.bound = u64::MAX;
-    let loaded = jive::Applet::load_lending(
-        bytes,
-        &natives_table(),
-        limits,
-        &[crate::applets::LENT_DO_RX, crate::applets::LENT_DO_TX],
-        Some(&mut *io),
-    );
+    let loaded = applet.construct(Some(&mut *io));
     io.end(lent);
     // What the constructor received is the application's now.
     io.publish();

@@ -1,8 +1,9 @@
 //! Control operations, off the data path: creating and removing
 //! endpoints, opening and closing channels, installing filters and applets.
 //! They serialise on the engine's control lock; a filter is compiled by
-//! dpf before that lock is taken, so a large filter holds up no other
-//! client.
+//! dpf, and an applet verified and compiled by jive, before that lock or
+//! an endpoint's side locks are taken, so a large filter or applet holds
+//! up no other client.
 
 use super::*;
 
@@ -15,6 +16,11 @@ impl Engine {
     ) -> Result<Arc<Port>, EngineError> {
         let layout = Layout::new(config)?;
         let budgets = self.inner.budgets;
+        // Before the control lock, which every client's control
+        // operations take ([`compile_applet`]).
+        let applet = applet
+            .map(|bytes| compile_applet(bytes, &budgets))
+            .transpose()?;
         let _c = lock(&self.inner.control);
         let ports = self.inner.ports.load_full();
         let mut generations = lock(&self.inner.generations);
@@ -101,8 +107,8 @@ impl Engine {
             traps_since_install: 0,
             overruns_in_row: 0,
         };
-        if let Some(bytes) = applet {
-            rx.applet = Some(load_applet(bytes, &mut rx.io)?);
+        if let Some(applet) = applet {
+            rx.applet = Some(load_applet(applet, &mut rx.io)?);
         }
         let port = Arc::new(Port {
             id,
@@ -490,6 +496,11 @@ impl Engine {
     /// old one stays. Messages in flight see the old applet or the new one.
     pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
+        // Compiled before the endpoint's locks are taken, which an engine
+        // thread delivering to it waits for ([`compile_applet`]).
+        let applet = applet
+            .map(|bytes| compile_applet(bytes, &port.budgets))
+            .transpose()?;
         // The transmit side first (the engine's lock order): frames a
         // drain's `doRx` made and handed back to the receive side's outbox
         // (`Engine::pump_drained`) wait there for the next `doTx`, which
@@ -499,7 +510,7 @@ impl Engine {
         let tx = port.tx.lock();
         let mut rx = port.rx.lock();
         let loaded = match applet {
-            Some(bytes) => Some(load_applet(bytes, &mut rx.io)?),
+            Some(applet) => Some(load_applet(applet, &mut rx.io)?),
             None => None,
         };
         port.has_applet.store(loaded.is_some(), Ordering::Release);
