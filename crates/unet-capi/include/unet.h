@@ -37,7 +37,7 @@ extern "C" {
 #define UNET_EENGINE (-4)     /* the engine refused (filter, applet, budget) or is unreachable */
 #define UNET_EAGAIN (-5)      /* for now: try again (transmit queue full; the
                                * daemon's budget of engine-counter reads, or of
-                               * filter compiling, spent) */
+                               * compiling filters and applets, spent) */
 #define UNET_ETOOLONG (-6)    /* message longer than the endpoint's largest */
 #define UNET_ECLOSED (-7)     /* the channel's peer endpoint went away */
 #define UNET_ETIMEDOUT (-8)   /* no message within the timeout */
@@ -171,7 +171,9 @@ int unet_client_local_addr(unet_client client, unet_addr *out);
  * another's). A process may read them 100 times a second by default,
  * UNET_EAGAIN past it (unet_last_error says when to try again). */
 int unet_client_engine_counts(unet_client client, unet_engine_counters *out);
-/* config NULL: defaults; applet NULL with length 0: standard U-Net. */
+/* config NULL: defaults; applet NULL with length 0: standard U-Net.
+ * Through a daemon, an applet is loaded as unet_set_applet loads one:
+ * UNET_EAGAIN past the process's budget of compiling. */
 int unet_endpoint_create(unet_client client, const unet_config *config,
                          const uint8_t *applet, size_t applet_len,
                          unet_endpoint *out);

@@ -459,7 +459,9 @@ pub unsafe extern "C" fn unet_client_local_addr(client: unet_client, out: *mut u
 }
 
 /// Creates an endpoint on the client's engine. `config` NULL: defaults;
-/// `applet` NULL with length 0: standard U-Net.
+/// `applet` NULL with length 0: standard U-Net. Through a daemon an applet
+/// is loaded as [`unet_set_applet`] loads one: `UNET_EAGAIN` once the
+/// process's budget of compiling is spent.
 ///
 /// # Safety
 /// `config` NULL or readable; `applet` NULL or `applet_len` readable bytes;

@@ -363,3 +363,47 @@ fn a_process_applet_loads_share_the_compile_budget() {
     std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
     d.ep.set_applet(Some(unet::applets::STANDARD)).unwrap();
 }
+
+/// An applet given with `CreateEndpoint` is loaded as `SetApplet` loads
+/// one, and it was not admitted or charged: a process creating endpoints
+/// with `Dear00` and closing them, in a loop, took 0.1 to 0.2 s of a
+/// connection thread each, unbudgeted. Now it shares the same budget.
+#[test]
+fn a_process_creating_endpoints_with_applets_shares_the_compile_budget() {
+    const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
+    let opts = daemon::ServeOptions {
+        compile_time_per_second: Duration::from_millis(200),
+        ..daemon::ServeOptions::default()
+    };
+    let mut d = Served::new("create-cpu", opts);
+    let refusal = |e: unet::EngineError| match e {
+        unet::EngineError::Refused(daemon::Refusal::CompileBudget { retry_ms, .. }) => retry_ms,
+        other => panic!("{other}"),
+    };
+    let mut taken = 0;
+    let retry_ms = loop {
+        match d.client.create_endpoint(Config::default(), Some(DEAR)) {
+            Ok(ep) => {
+                taken += 1;
+                drop(ep);
+            }
+            Err(e) => break refusal(e),
+        }
+        assert!(
+            taken < 40,
+            "40 endpoints created with Dear00 within 200 ms of compiling a second"
+        );
+    };
+    assert!(taken >= 1);
+    // The budget is the process's: `SetApplet` is refused too. An endpoint
+    // without an applet costs no compiling and is created.
+    refusal(d.ep.set_applet(Some(unet::applets::STANDARD)).unwrap_err());
+    let (plain, _) = d.endpoint(&d.client);
+    drop(plain);
+    std::thread::sleep(Duration::from_millis(u64::from(retry_ms) + 50));
+    let ep = d
+        .client
+        .create_endpoint(Config::default(), Some(unet::applets::STANDARD))
+        .unwrap();
+    drop(ep);
+}

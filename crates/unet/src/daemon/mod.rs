@@ -81,8 +81,9 @@
 //!   [`ServeOptions::compile_time_per_second`] of CPU time a second (a
 //!   token bucket holding a second's worth, each request taken while any
 //!   is left and charged its thread CPU time after); past it
-//!   `InstallFilter` and `SetApplet` are refused
-//!   ([`Refusal::CompileBudget`], with the wait). The daemon
+//!   `InstallFilter`, `SetApplet` with an applet and `CreateEndpoint`
+//!   with one are refused ([`Refusal::CompileBudget`], with the wait).
+//!   The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
@@ -239,7 +240,8 @@ pub struct ServeOptions {
     pub max_engine_counts_per_second: u32,
     /// The daemon's CPU time one process may spend compiling and
     /// installing its filters (`InstallFilter`) and verifying and compiling
-    /// its applets (`SetApplet` with an applet) a second, over all its
+    /// its applets (`SetApplet` or `CreateEndpoint` with an applet) a
+    /// second, over all its
     /// connections: a token bucket holding a second's worth. A request is
     /// taken while any is left and its time (the connection thread's CPU
     /// time) charged after, so one may overdraw it, at most by dpf's
@@ -1067,8 +1069,19 @@ impl Session<'_> {
                 let size = crate::layout::Layout::new(config)
                     .map_err(|e| err(e.into()))?
                     .total as u64;
+                // An applet given here is loaded as `SetApplet` loads
+                // one: admitted and charged to the same budget.
+                let compiles = applet.is_some();
+                if compiles {
+                    self.admit_compile()?;
+                }
                 self.charge(size)?;
-                let port = match engine.create_port(config, applet) {
+                let start = crate::engine::thread_cpu_time();
+                let created = engine.create_port(config, applet);
+                if compiles {
+                    self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+                }
+                let port = match created {
                     Ok(p) => p,
                     Err(e) => {
                         self.release(size);

@@ -64,7 +64,8 @@ pub enum Refusal {
         retry_ms: u32,
     },
     /// The process has spent its budget of time compiling filters and
-    /// applets (`InstallFilter`, `SetApplet`); the budget refills at
+    /// applets (`InstallFilter`; `SetApplet` and `CreateEndpoint` with an
+    /// applet); the budget refills at
     /// `ms_per_second` milliseconds a second.
     #[error(
         "filters and applets: this process's budget of {ms_per_second} ms of compiling a second is spent; try again in {retry_ms} ms"
