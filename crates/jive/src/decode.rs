@@ -726,6 +726,43 @@ impl Program {
         self.metered
     }
 
+    /// The most ops one unit of fuel can pay for in this program: an
+    /// invocation given `f` units runs at most `f` times this many ops,
+    /// besides its entry method's first pass and its natives' own work.
+    ///
+    /// A unit is charged at a back edge, a call or a switch, and between
+    /// two charges a frame only moves forward. An op runs again only after
+    /// a back edge from at or past it to at or before it, so each run of a
+    /// back edge re-runs at most its loop's ops (`b - t + 1` for an edge
+    /// from `b` to `t`), and each call starts a frame whose forward pass
+    /// runs at most the callee's ops. A back edge whose charge is elided
+    /// (`redundant_back_edges`) is paid for by a call or switch of its
+    /// iteration, so a unit pays for at most the longest loop plus the
+    /// longest callee. A tight loop is 1 to 3 ops a unit; a loop around
+    /// 16 KiB of straight-line bytecode thousands, each unit of which is
+    /// that much work.
+    pub fn ops_per_fuel_unit(&self) -> u64 {
+        let (mut span, mut callee) = (1usize, 0usize);
+        for f in self.funcs.iter().flatten() {
+            for (i, &o) in f.code.iter().enumerate() {
+                successors(o, i, &self.switches, |t| {
+                    if t <= i {
+                        span = span.max(i - t + 1);
+                    }
+                });
+                if let Op::Call(m) | Op::CallUnmetered(m) = o {
+                    let len = self
+                        .funcs
+                        .get(usize::from(m))
+                        .and_then(Option::as_ref)
+                        .map_or(0, |g| g.code.len());
+                    callee = callee.max(len);
+                }
+            }
+        }
+        (span + callee) as u64
+    }
+
     /// Turns fuel metering on or off by rewriting the charging ops in place:
     /// back edges, calls and switches take their charging forms
     /// ([`Op::IfEqBack`], [`Op::Call`], ...) or their plain ones

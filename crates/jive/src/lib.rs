@@ -549,6 +549,22 @@ impl Called {
 pub struct Unconstructed(Applet);
 
 impl Unconstructed {
+    /// The checked program (e.g. its [`Program::ops_per_fuel_unit`]).
+    pub fn program(&self) -> &Program {
+        &self.0.prog
+    }
+
+    /// Lowers the fuel of every invocation, the initializers' included, to
+    /// at most `fuel` (a host's bound on work, not only on loop
+    /// iterations: see [`Program::ops_per_fuel_unit`]). Nothing changes
+    /// when metering is off.
+    pub fn limit_fuel(&mut self, fuel: u64) {
+        if let Some(f) = self.0.limits.fuel.as_mut() {
+            *f = (*f).min(fuel);
+            self.0.keep_context();
+        }
+    }
+
     /// Runs `<clinit>` (if any), creates the applet object and runs its
     /// constructor, their natives given `host` ([`Context::host`]): the
     /// rest of [`Applet::load_lending`].

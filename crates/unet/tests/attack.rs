@@ -13,6 +13,7 @@
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
 //! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
+//! | a loop whose every unit of fuel is dear holds an engine thread for most of a second | [`a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread`] |
 //! | an applet's load, verified and compiled under the engine's locks, holds up every client | [`an_applet_being_loaded_holds_up_no_other_client`] |
 //! | one client commits unbounded shared memory | [`one_client_cannot_hold_unbounded_shared_memory`] |
 //!
@@ -737,6 +738,98 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     assert!(
         med < Duration::from_millis(10) && p99 < Duration::from_millis(10),
         "round trips beside the hostile applets: median {med:?}, p99 {p99:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A loop whose every unit of fuel is dear.
+
+/// Fuel counts loop iterations, calls and switches, not work: `Heavy`'s
+/// `doTx` loops around 1,400 integer divisions, and at 100,000 units an
+/// invocation took 0.74 s on the JIT (1.9 s on the interpreter), holding
+/// its engine thread and every endpoint it serves, where the tightest loop
+/// takes 50 µs; the throttle after it (at most 50 ms) left the thread to
+/// the others a tenth of the time. Now an applet's fuel is cut to what
+/// `Budgets::applet_ops` ops pay for at its longest loop's and callee's
+/// ops a unit (`Heavy`: 609 units), and each invocation traps within
+/// milliseconds.
+#[test]
+fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
+    const HEAVY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Heavy.class"));
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let mut hostile = Vec::new();
+    for _ in 0..2 {
+        let mut h = engine
+            .create_endpoint(Config::default(), Some(HEAVY))
+            .unwrap();
+        h.set_drive(false);
+        let c = h.open_channel(engine.local(), h.id()).unwrap();
+        hostile.push((h, c));
+    }
+    let ports: Vec<_> = hostile
+        .iter()
+        .map(|(h, _)| engine.port(h.id()).unwrap())
+        .collect();
+    let invoked = || {
+        ports
+            .iter()
+            .map(|p| p.counts().applet_overruns)
+            .sum::<u64>()
+    };
+    let (mut a, mut b, ab, ba) = client_pair(&engine, None);
+    engine.start(1).unwrap();
+    let feeder = Feeder::start(hostile, Duration::from_millis(1), true);
+    let recv = |ep: &mut unet::Endpoint, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(m) = ep.recv() {
+                return m.to_vec();
+            }
+            assert!(Instant::now() < deadline, "{what} never arrived");
+            std::hint::spin_loop();
+        }
+    };
+    // At least 1,000 round trips, while the heavy applets trap 20 times;
+    // for 30 s at most.
+    let mut times = Vec::new();
+    let mut i = 0u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    while (times.len() < 1000 || invoked() < 20) && Instant::now() < end {
+        i += 1;
+        let t = Instant::now();
+        a.send(ab, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
+        b.send(ba, &i.to_le_bytes()).unwrap();
+        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
+        times.push(t.elapsed());
+    }
+    let overruns = invoked();
+    drop(feeder.stop());
+    engine.stop();
+    times.sort();
+    let n = times.len();
+    let slow = times
+        .iter()
+        .filter(|&&t| t >= Duration::from_millis(100))
+        .count();
+    eprintln!(
+        "{n} round trips beside 2 heavy applets: median {:?}, p99 {:?}, max {:?}; {overruns} \
+         heavy invocations trapped",
+        times[n / 2],
+        times[n * 99 / 100],
+        times[n - 1]
+    );
+    assert!(
+        overruns >= 20,
+        "the heavy applets ran out of fuel: {overruns}"
+    );
+    // A round trip that waited for a whole invocation took 0.74 s; the
+    // machine's scheduler alone may hold a thread for tens of ms.
+    assert!(
+        slow <= 2,
+        "{slow} of {n} round trips took 100 ms or more (longest {:?})",
+        times[n - 1]
     );
 }
 

@@ -2003,12 +2003,17 @@ pub(super) fn compile_applet(
         fuel: Some(budgets.applet_fuel),
         ..jive::Limits::default()
     };
-    Ok(jive::Applet::compile_lending(
+    let mut applet = jive::Applet::compile_lending(
         bytes,
         &natives_table(),
         limits,
         &[crate::applets::LENT_DO_RX, crate::applets::LENT_DO_TX],
-    )?)
+    )?;
+    // Fuel bounds what an invocation runs only as the work a unit pays for
+    // (`Budgets::applet_ops`).
+    let per_unit = applet.program().ops_per_fuel_unit().max(1);
+    applet.limit_fuel((budgets.applet_ops / per_unit).max(1));
+    Ok(applet)
 }
 
 /// Constructs an applet [`compile_applet`] made for the endpoint of `io`,

@@ -565,6 +565,22 @@ pub struct Budgets {
     /// switches and calls). Default 100,000, about 50 µs of the tightest
     /// loop with the JIT (docs/unet.md has the measurement).
     pub applet_fuel: u64,
+    /// Ops (jive's decoded bytecode) one invocation may run, its
+    /// constructor's included: an applet whose unit of fuel can pay for
+    /// more than `applet_ops / applet_fuel` of them
+    /// (`jive::Program::ops_per_fuel_unit`: its longest loop plus its
+    /// longest callee) gets proportionally less fuel. A unit of fuel is a
+    /// loop iteration, and a loop around 16 KiB of straight-line bytecode
+    /// took 0.74 s an invocation on the JIT and 1.9 s on the interpreter
+    /// at 100,000 units, holding an engine thread, where the tightest loop
+    /// takes 50 µs. Default 6,400,000: an applet whose loops and callees
+    /// are at most 64 ops keeps all its fuel (the build's applets are at
+    /// most 36, but for `Burst25`, 133, and `Escape`, 184), and a loop of
+    /// integer divisions, the dearest op found, runs them in about 4.5 ms
+    /// on the JIT and 12 ms on the interpreter. A charge weighted by each
+    /// back edge's own loop, instead of the program's longest, would bound
+    /// it nearer the 50 µs without cutting any applet's fuel.
+    pub applet_ops: u64,
     /// Time of one invocation. The natives check it (after the first 256
     /// units of native work of an invocation, then every 256: a unit is a
     /// call or 4 KiB moved; the thread's CPU time from the first check
@@ -612,6 +628,7 @@ impl Default for Budgets {
             push_frames: 64,
             push_bytes: 4 << 20,
             applet_fuel: 100_000,
+            applet_ops: 6_400_000,
             applet_time: Duration::from_millis(1),
             inbox_frames: 1024,
             inbox_bytes: 4 << 20,
