@@ -848,7 +848,9 @@ fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
 /// new endpoints, stalled another client's round trips and filter installs
 /// for the length of a load. Now the applet is verified and compiled
 /// before any lock is taken; only its constructor, which fuel bounds, runs
-/// under them.
+/// under them. And jive builds code without its registry's lock, which an
+/// applet's drop takes: a drop under an endpoint's locks (its applet
+/// removed) waited for another client's build.
 #[test]
 fn an_applet_being_loaded_holds_up_no_other_client() {
     let _s = serial();
@@ -859,9 +861,30 @@ fn an_applet_being_loaded_holds_up_no_other_client() {
     let (mut sender, h, to_h, _) = client_pair(&engine, None);
     sender.set_drive(false);
     let hid = h.id();
+    // A second, whose applet another thread sets and removes all along:
+    // the removal drops the applet under the endpoint's locks, and jive's
+    // registry of compiled code, which a drop takes, was held by every
+    // build.
+    let (mut sender2, h2, to_h2, _) = client_pair(&engine, None);
+    sender2.set_drive(false);
+    let h2id = h2.id();
     engine.start(1).unwrap();
-    let feeder = Feeder::start(vec![(sender, to_h)], Duration::from_micros(50), true);
+    let feeder = Feeder::start(
+        vec![(sender, to_h), (sender2, to_h2)],
+        Duration::from_micros(50),
+        true,
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let toggler = {
+        let (engine, stop) = (engine.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                engine.set_applet(h2id, Some(applets::SIMPLE)).unwrap();
+                engine.set_applet(h2id, None).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
     let loader = {
         let (engine, stop) = (engine.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -921,11 +944,12 @@ fn an_applet_being_loaded_holds_up_no_other_client() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut loads = loader.join().unwrap();
+    toggler.join().unwrap();
     let hostile = feeder.stop();
     engine.stop();
     let c = engine.port(hid).unwrap().counts();
     let delivered = c.rx_delivered + c.rx_no_buffer + c.rx_queue_full;
-    drop((hostile, h));
+    drop((hostile, h, h2));
     loads.sort();
     trips.sort();
     installs.sort();

@@ -239,29 +239,42 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         });
     }
     let key = fingerprint(prog);
-    let meta = {
-        let mut reg = registry();
-        match reg.get_mut(&key) {
-            Some(s) => {
-                s.users += 1;
-                s.meta.clone()
-            }
-            None => {
-                let (f, meta) = build(prog)?;
-                publish(key, f).map_err(|source| JitError::Cache {
-                    class: prog.info.name.clone(),
-                    key,
-                    source,
-                })?;
-                let meta = Arc::new(meta);
-                reg.insert(
-                    key,
-                    Shared {
-                        users: 1,
-                        meta: meta.clone(),
-                    },
-                );
-                meta
+    let share = |reg: &mut HashMap<u64, Shared>| {
+        reg.get_mut(&key).map(|s| {
+            s.users += 1;
+            s.meta.clone()
+        })
+    };
+    // Built without the registry's lock, which every applet's drop takes
+    // (a host drops one under its own locks: unet's engine under the
+    // endpoint's, which the thread delivering to it waits for), so that a
+    // build of up to 0.4 s holds up no other applet's load or drop. Two
+    // threads building one key at once publish the first's code; the
+    // second's is dropped unpublished.
+    let shared = share(&mut registry());
+    let meta = match shared {
+        Some(meta) => meta,
+        None => {
+            let (f, meta) = build(prog)?;
+            let mut reg = registry();
+            match share(&mut reg) {
+                Some(meta) => meta,
+                None => {
+                    publish(key, f).map_err(|source| JitError::Cache {
+                        class: prog.info.name.clone(),
+                        key,
+                        source,
+                    })?;
+                    let meta = Arc::new(meta);
+                    reg.insert(
+                        key,
+                        Shared {
+                            users: 1,
+                            meta: meta.clone(),
+                        },
+                    );
+                    meta
+                }
             }
         }
     };
