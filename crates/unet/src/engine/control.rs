@@ -3,7 +3,8 @@
 //! They serialise on the engine's control lock; a filter is compiled by
 //! dpf, and an applet verified and compiled by jive, before that lock or
 //! an endpoint's side locks are taken, so a large filter or applet holds
-//! up no other client.
+//! up no other client; an endpoint is built (its segment, its applet's
+//! constructor) in a slot taken under the control lock, without holding it.
 
 use super::*;
 
@@ -21,19 +22,54 @@ impl Engine {
         let applet = applet
             .map(|bytes| compile_applet(bytes, &budgets))
             .transpose()?;
-        let _c = lock(&self.inner.control);
-        let ports = self.inner.ports.load_full();
+        // The slot and id are taken under the control lock, the endpoint
+        // built without it (its segment, and the applet's constructor,
+        // which fuel bounds to milliseconds), and published under it.
+        let (slot, id) = {
+            let mut control = lock(&self.inner.control);
+            let ports = self.inner.ports.load_full();
+            let generations = lock(&self.inner.generations);
+            let gen_of = |i: u16| generations.get(usize::from(i)).copied().unwrap_or(0);
+            let slot = (1..=u16::MAX)
+                .find(|&i| {
+                    ports.get(usize::from(i)).is_none_or(Option::is_none)
+                        && gen_of(i) < u16::MAX
+                        && !control.reserved.contains(&i)
+                })
+                .ok_or(EngineError::Exhausted(
+                    "every endpoint slot is in use or has used up its generations",
+                ))?;
+            control.reserved.push(slot);
+            (slot, endpoint_id(slot, gen_of(slot) + 1))
+        };
+        let built = self.build_port(id, layout, applet);
+        let mut control = lock(&self.inner.control);
+        control.reserved.retain(|&r| r != slot);
+        let port = built?;
+        let mut next: Vec<Option<Arc<Port>>> = self.inner.ports.load_full().as_ref().clone();
+        let at = usize::from(slot);
+        if next.len() <= at {
+            next.resize(at + 1, None);
+        }
+        next[at] = Some(port.clone());
         let mut generations = lock(&self.inner.generations);
-        let gen_of = |g: &[u16], i: u16| g.get(usize::from(i)).copied().unwrap_or(0);
-        let slot = (1..=u16::MAX)
-            .find(|&i| {
-                ports.get(usize::from(i)).is_none_or(Option::is_none)
-                    && gen_of(&generations, i) < u16::MAX
-            })
-            .ok_or(EngineError::Exhausted(
-                "every endpoint slot is in use or has used up its generations",
-            ))?;
-        let id = endpoint_id(slot, gen_of(&generations, slot) + 1);
+        if generations.len() <= at {
+            generations.resize(at + 1, 0);
+        }
+        generations[at] = endpoint_generation(id);
+        self.inner.ports.store(Arc::new(next));
+        Ok(port)
+    }
+
+    /// The endpoint `id` of [`Engine::create_port`], not yet published.
+    fn build_port(
+        &self,
+        id: EndpointId,
+        layout: Layout,
+        applet: Option<jive::Unconstructed>,
+    ) -> Result<Arc<Port>, EngineError> {
+        let budgets = self.inner.budgets;
+        let slot = endpoint_slot(id);
         let seg = Arc::new(Segment::create(
             &format!("unet-endpoint-{slot}.{}", endpoint_generation(id)),
             layout.total,
@@ -133,17 +169,6 @@ impl Engine {
             budgets,
             throttle_until: AtomicU64::new(0),
         });
-        let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
-        let at = usize::from(slot);
-        if next.len() <= at {
-            next.resize(at + 1, None);
-        }
-        next[at] = Some(port.clone());
-        if generations.len() <= at {
-            generations.resize(at + 1, 0);
-        }
-        generations[at] = endpoint_generation(id);
-        self.inner.ports.store(Arc::new(next));
         Ok(port)
     }
 
@@ -652,6 +677,49 @@ fn mark_channel_closed(port: &Port, tag: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Endpoints created and removed by four threads at once, each built
+    /// without the control lock in a slot reserved under it: every id
+    /// handed out is new (a slot's generation moves on with each holder),
+    /// each names the endpoint created, and at the end the engine holds
+    /// exactly those not removed, the applet's among them.
+    #[test]
+    fn endpoints_built_at_once_each_get_a_slot_and_an_id_of_their_own() {
+        let engine = super::super::datapath::tests::engine();
+        let ids: Vec<Vec<(EndpointId, bool)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|t| {
+                    let engine = &engine;
+                    s.spawn(move || {
+                        (0..150)
+                            .map(|i| {
+                                let applet = (i % 10 == 0).then_some(crate::applets::STANDARD);
+                                let port = engine.create_port(Config::default(), applet).unwrap();
+                                let id = port.id();
+                                assert!(
+                                    engine.port(id).is_some_and(|p| Arc::ptr_eq(&p, &port)),
+                                    "endpoint {id} is the one created"
+                                );
+                                let keep = (i + t) % 3 == 0;
+                                if !keep {
+                                    engine.remove_port(id).unwrap();
+                                }
+                                (id, keep)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let all: Vec<_> = ids.concat();
+        let distinct: std::collections::HashSet<_> = all.iter().map(|&(id, _)| id).collect();
+        assert_eq!(distinct.len(), all.len(), "an id was handed out twice");
+        for &(id, keep) in &all {
+            assert_eq!(engine.port(id).is_some(), keep, "endpoint {id}");
+        }
+        assert!(lock(&engine.inner.control).reserved.is_empty());
+    }
 
     fn footprint(src: &str) -> Footprint {
         program_footprint(dpf::Table::prepare(src).expect("parses").program())

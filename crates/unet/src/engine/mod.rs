@@ -1600,6 +1600,14 @@ const RX_BUDGET: usize = 32;
 /// hold a thread forever).
 const PUMP_ROUNDS: usize = 4096;
 
+/// What the control lock guards besides the control operations' order.
+#[derive(Default)]
+struct Control {
+    /// Slots [`Engine::create_port`] has taken for endpoints it is
+    /// building without the lock: no other creation takes them.
+    reserved: Vec<u16>,
+}
+
 struct Inner {
     id: u64,
     local: Addr,
@@ -1614,7 +1622,7 @@ struct Inner {
     table: Mutex<dpf::Table>,
     /// The endpoints, indexed by slot.
     ports: ports::Ports,
-    control: Mutex<()>,
+    control: Mutex<Control>,
     /// The last generation each slot was given (0: never used); a slot at
     /// `u16::MAX` is retired, so that no id is handed out twice.
     generations: Mutex<Vec<u16>>,
@@ -1699,7 +1707,7 @@ impl Engine {
                 max_payload,
                 table: Mutex::new(dpf::Table::new()),
                 ports: ports::Ports::new(),
-                control: Mutex::new(()),
+                control: Mutex::new(Control::default()),
                 generations: Mutex::new(Vec::new()),
                 local_peers: Mutex::new(std::collections::HashMap::new()),
                 reach: Arc::new(AtomicUsize::new(HEADER_LEN)),
