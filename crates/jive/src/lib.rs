@@ -544,6 +544,18 @@ impl Called {
     }
 }
 
+/// The machine code a JIT-compiled applet runs ([`Applet::code`]): its key
+/// in the process's code cache, under which applets whose classes compile
+/// to the same code share one copy, and its size in bytes. A host that
+/// budgets the cache per client counts each key once per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CodeShare {
+    /// The code's key in the cache.
+    pub key: u64,
+    /// Bytes of machine code.
+    pub bytes: usize,
+}
+
 /// An applet verified, its natives bound and its code compiled, whose
 /// initializers have not run ([`Applet::compile_lending`]).
 pub struct Unconstructed(Applet);
@@ -552,6 +564,11 @@ impl Unconstructed {
     /// The checked program (e.g. its [`Program::ops_per_fuel_unit`]).
     pub fn program(&self) -> &Program {
         &self.0.prog
+    }
+
+    /// The machine code it will run ([`Applet::code`]).
+    pub fn code(&self) -> Option<CodeShare> {
+        self.0.code()
     }
 
     /// Lowers the fuel of every invocation, the initializers' included, to
@@ -1566,6 +1583,11 @@ impl Applet {
             });
         }
         jit::compile(&self.prog)
+    }
+
+    /// The machine code this applet runs, `None` on the interpreter.
+    pub fn code(&self) -> Option<CodeShare> {
+        self.jit.as_ref().map(jit::Compiled::code)
     }
 
     /// The engine that runs this applet's invocations:

@@ -89,3 +89,27 @@ fn a_build_holds_up_no_other_applets_load_or_drop() {
         drops[nd - 1]
     );
 }
+
+/// `Applet::code` names the code an applet runs: applets of one class share
+/// its key, another class has its own, and an applet on the interpreter
+/// runs none. (A host counts each key once per client: unet's daemon.)
+#[test]
+fn applets_of_one_class_share_their_code() {
+    let (Some(small), Some(other)) = (
+        common::class_bytes("default", "adversarial/ReplaceA"),
+        common::class_bytes("default", "adversarial/ReplaceB"),
+    ) else {
+        return;
+    };
+    let load = |bytes: &[u8], engine| {
+        Applet::load_with_engine(bytes, &Natives::new(), Limits::default(), engine)
+            .unwrap_or_else(|e| panic!("loading: {e}"))
+    };
+    let (a, b) = (load(&small, Engine::Jit), load(&small, Engine::Jit));
+    let code = a.code().expect("on the JIT");
+    assert!(code.bytes > 0);
+    assert_eq!(b.code(), Some(code), "one class, one code");
+    let c = load(&other, Engine::Jit).code().expect("on the JIT");
+    assert_ne!(c.key, code.key);
+    assert_eq!(load(&small, Engine::Interpreter).code(), None);
+}

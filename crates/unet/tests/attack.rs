@@ -13,6 +13,7 @@
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
 //! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
+//! | one process's applets fill the JIT's code cache | [`a_process_holds_at_most_its_share_of_the_code_cache`] |
 //! | a loop whose every unit of fuel is dear holds an engine thread for most of a second | [`a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread`] |
 //! | an applet's load, verified and compiled under the engine's locks, holds up every client | [`an_applet_being_loaded_holds_up_no_other_client`] |
 //! | one client commits unbounded shared memory | [`one_client_cannot_hold_unbounded_shared_memory`] |
@@ -739,6 +740,70 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
         med < Duration::from_millis(10) && p99 < Duration::from_millis(10),
         "round trips beside the hostile applets: median {med:?}, p99 {p99:?}"
     );
+}
+
+/// Without a share of the code cache per process, one process's applets
+/// could fill it (the attack above: 16 endpoints, each with 3.9 MiB of
+/// code of its own), and every client's code was evicted over and over,
+/// its applets run on the interpreter until rebuilt within jive's rebuild
+/// budget: slower for all, starving none. Now a process's distinct code is
+/// counted against `ServeOptions::max_code_per_peer`, on all its
+/// connections: past it a load is refused, naming the budget, the endpoint
+/// left as it was; code the process already runs is shared free; closing
+/// or replacing gives it back.
+#[test]
+fn a_process_holds_at_most_its_share_of_the_code_cache() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let path = std::env::temp_dir().join(format!("unet-code-share-{}.sock", std::process::id()));
+    let opts = ServeOptions {
+        max_code_per_peer: 6 << 20,
+        compile_time_per_second: Duration::from_secs(100),
+        ..ServeOptions::default()
+    };
+    let _server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let client = Client::connect(&path).unwrap();
+    let other = Client::connect(&path).unwrap();
+    let refused = |e: unet::EngineError| {
+        let m = e.to_string();
+        assert!(m.contains("over its budget of 6291456"), "{m}");
+    };
+    let runs = |ep: &unet::Endpoint| {
+        engine
+            .with_applet(ep.id(), |ap| ap.code())
+            .flatten()
+            .map(|c| c.bytes)
+    };
+    // 3.9 MiB taken; another 3.9 MiB would pass 6 MiB, on this connection
+    // or another of the process.
+    let mut a = client
+        .create_endpoint(Config::default(), Some(&dear(60)))
+        .unwrap();
+    let held = runs(&a).expect("Dear60 runs on the JIT");
+    assert!(held > 3 << 20, "{held} bytes of code");
+    let mut b = client
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    let standard = runs(&b).expect("the standard applet runs on the JIT");
+    refused(b.set_applet(Some(&dear(61))).unwrap_err());
+    assert_eq!(runs(&b), Some(standard), "the endpoint is as it was");
+    refused(
+        other
+            .create_endpoint(Config::default(), Some(&dear(61)))
+            .unwrap_err(),
+    );
+    // The code the process runs already is shared.
+    b.set_applet(Some(&dear(60))).unwrap();
+    let c = other
+        .create_endpoint(Config::default(), Some(&dear(60)))
+        .unwrap();
+    // Given back by replacing, removing and closing.
+    a.set_applet(Some(applets::STANDARD)).unwrap();
+    b.set_applet(None).unwrap();
+    refused(a.set_applet(Some(&dear(61))).unwrap_err());
+    drop(c);
+    a.set_applet(Some(&dear(61))).unwrap();
+    assert!(runs(&a).is_some_and(|b| b > 3 << 20));
 }
 
 // ---------------------------------------------------------------------------

@@ -27,6 +27,8 @@ pub(super) enum Mark {
 pub(super) struct Shared {
     pub(super) users: usize,
     pub(super) meta: Arc<Meta>,
+    /// Bytes of machine code published under the key.
+    pub(super) bytes: usize,
 }
 
 /// The code cache every JIT-compiled applet lives in (64 MiB; see
@@ -117,6 +119,8 @@ pub struct Compiled {
     /// call level takes native stack: [`Compiled::enter`] checks the entry
     /// here, one load, instead of the program's methods and the limit.
     pub(super) enterable: Box<[bool]>,
+    /// The code's key in the cache and its size ([`Compiled::code`]).
+    pub(super) code: crate::CodeShare,
     /// The stamp of the last [`Compiled::keep`]: a value drawn from a
     /// process-wide counter by every `keep`, so never 0 and never the
     /// same for two `keep`s of any two applets. A prepared invocation
@@ -242,7 +246,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let share = |reg: &mut HashMap<u64, Shared>| {
         reg.get_mut(&key).map(|s| {
             s.users += 1;
-            s.meta.clone()
+            (s.meta.clone(), s.bytes)
         })
     };
     // Built without the registry's lock, which every applet's drop takes
@@ -252,15 +256,15 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     // threads building one key at once publish the first's code; the
     // second's is dropped unpublished.
     let shared = share(&mut registry());
-    let meta = match shared {
-        Some(meta) => meta,
+    let (meta, code_bytes) = match shared {
+        Some(shared) => shared,
         None => {
             let (f, meta) = build(prog)?;
             let mut reg = registry();
             match share(&mut reg) {
-                Some(meta) => meta,
+                Some(shared) => shared,
                 None => {
-                    publish(key, f).map_err(|source| JitError::Cache {
+                    let bytes = publish(key, f).map_err(|source| JitError::Cache {
                         class: prog.info.name.clone(),
                         key,
                         source,
@@ -271,9 +275,10 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
                         Shared {
                             users: 1,
                             meta: meta.clone(),
+                            bytes,
                         },
                     );
-                    meta
+                    (meta, bytes)
                 }
             }
         }
@@ -294,6 +299,10 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         },
         reads_fields: meta.uses.fields,
         meta,
+        code: crate::CodeShare {
+            key,
+            bytes: code_bytes,
+        },
         frames,
         rec,
         // Nothing may be entered before the first `keep`.
@@ -343,8 +352,13 @@ fn words_at_entry(prog: &Program) -> Option<WordsFn> {
         .and_then(|n| n.words)
 }
 
-pub(super) fn publish(key: u64, mut f: Func) -> Result<(), codecache::Error> {
-    cache().publish(key, 1, move |e| f.end_in(e.mem()))
+/// Publishes `f` under `key`; the bytes of code published.
+pub(super) fn publish(key: u64, mut f: Func) -> Result<usize, codecache::Error> {
+    let mut bytes = 0;
+    cache().publish(key, 1, |e| {
+        f.end_in(e.mem()).inspect(|code| bytes = code.len())
+    })?;
+    Ok(bytes)
 }
 
 impl Drop for Compiled {
@@ -505,6 +519,12 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> Returned {
 }
 
 impl Compiled {
+    /// The code this applet runs: its key in the cache, which applets of
+    /// the same class share, and its size.
+    pub fn code(&self) -> crate::CodeShare {
+        self.code
+    }
+
     /// The machine code with each method's name and each bytecode's index
     /// beside its instructions.
     pub fn listing(&self) -> Option<String> {

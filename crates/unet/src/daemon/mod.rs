@@ -250,6 +250,18 @@ pub struct ServeOptions {
     /// [`Refusal::CompileBudget`] until it refills. Zero refuses every
     /// one. Default 250 ms.
     pub compile_time_per_second: std::time::Duration,
+    /// Bytes of the JIT's code cache one process's applets may hold, over
+    /// all its connections: each distinct code (`jive::CodeShare`'s key;
+    /// applets of one class share it) counted once, from its load until
+    /// the last of the process's endpoints running it lets it go. The
+    /// cache (64 MiB) evicts its oldest code past 48 MiB, and evicted code
+    /// runs on the interpreter until rebuilt within jive's rebuild budget,
+    /// so without a share one process's applets could keep every client's
+    /// code cycling. Past it `SetApplet` and `CreateEndpoint` with an
+    /// applet are refused, naming the budget, and the endpoint is left as
+    /// it was. Default 8 MiB: two applets near the JIT's 4 MiB a class, or
+    /// hundreds of the size of the standard applet's.
+    pub max_code_per_peer: usize,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -267,6 +279,7 @@ impl Default for ServeOptions {
             max_memory_per_peer: 1 << 30,
             max_engine_counts_per_second: 100,
             compile_time_per_second: std::time::Duration::from_millis(250),
+            max_code_per_peer: 8 << 20,
             on_event: None,
         }
     }
@@ -288,6 +301,7 @@ impl std::fmt::Debug for ServeOptions {
                 &self.max_engine_counts_per_second,
             )
             .field("compile_time_per_second", &self.compile_time_per_second)
+            .field("max_code_per_peer", &self.max_code_per_peer)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -314,11 +328,16 @@ struct Conns {
 }
 
 /// What one client process holds.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct PeerUse {
     connections: usize,
     /// Bytes of shared memory of its endpoints.
     memory: u64,
+    /// The JIT's code its endpoints' applets run, by key: its bytes and
+    /// how many of them run it ([`ServeOptions::max_code_per_peer`]).
+    code: HashMap<u64, (usize, u32)>,
+    /// The bytes of `code`, summed.
+    code_bytes: usize,
     /// Its reads of the engine's counters: the budget left and when it
     /// was last counted (`None`: full).
     counts: Option<Bucket>,
@@ -414,6 +433,7 @@ impl PeerUse {
     /// and budgets that have refilled.
     fn idle(&self, opts: &ServeOptions, now: std::time::Instant) -> bool {
         self.connections == 0
+            && self.code.is_empty()
             && Bucket::full_by(
                 &self.counts,
                 f64::from(opts.max_engine_counts_per_second),
@@ -701,6 +721,7 @@ fn accept_loop(shared: &Arc<Shared>) {
                     pid,
                     owned: BTreeSet::new(),
                     memory: 0,
+                    applets: HashMap::new(),
                 }
                 .run(stream);
                 let mut c = lock(&s.conns);
@@ -856,6 +877,9 @@ struct Session<'a> {
     owned: BTreeSet<EndpointId>,
     /// Bytes of shared memory of the endpoints it owns.
     memory: u64,
+    /// The code key of each owned endpoint's applet that the JIT runs,
+    /// held in its process's [`PeerUse::code`].
+    applets: HashMap<EndpointId, u64>,
 }
 
 /// A successful reply: its payload, and the endpoint whose `memfd` goes
@@ -967,6 +991,9 @@ impl Session<'_> {
         // would miss what its closing of the inbox counts.
         if let Ok(counts) = self.shared.engine.remove_port(id) {
             self.release(size);
+            if let Some(key) = self.applets.remove(&id) {
+                self.release_code(key);
+            }
             self.shared.event(Event::EndpointClosed {
                 conn: self.conn,
                 id,
@@ -1014,6 +1041,57 @@ impl Session<'_> {
             Ok(())
         } else {
             Err(Refusal::NotYours { id })
+        }
+    }
+
+    /// Counts an applet's code against this process's share of the code
+    /// cache ([`ServeOptions::max_code_per_peer`]): code the process
+    /// already runs is free; new code past the share is refused.
+    fn hold_code(&self, code: jive::CodeShare) -> Result<(), EngineError> {
+        let limit = self.shared.opts.max_code_per_peer;
+        let mut conns = lock(&self.shared.conns);
+        let peer = conns.peers.entry(self.pid).or_default();
+        if let Some((_, n)) = peer.code.get_mut(&code.key) {
+            *n += 1;
+            return Ok(());
+        }
+        let total = peer.code_bytes + code.bytes;
+        if total > limit {
+            return Err(EngineError::CodeBudget {
+                bytes: code.bytes,
+                total,
+                limit,
+            });
+        }
+        peer.code_bytes = total;
+        peer.code.insert(code.key, (code.bytes, 1));
+        Ok(())
+    }
+
+    /// Lets go of one hold of code `key` taken by [`Session::hold_code`].
+    fn release_code(&self, key: u64) {
+        let mut conns = lock(&self.shared.conns);
+        let Some(peer) = conns.peers.get_mut(&self.pid) else {
+            return;
+        };
+        if let Some((bytes, n)) = peer.code.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                peer.code_bytes -= *bytes;
+                peer.code.remove(&key);
+            }
+        }
+    }
+
+    /// Records that endpoint `id` now runs the code `held` (`None`: none
+    /// of the JIT's), letting go of what it ran before.
+    fn runs_code(&mut self, id: EndpointId, held: Option<u64>) {
+        let before = match held {
+            Some(key) => self.applets.insert(id, key),
+            None => self.applets.remove(&id),
+        };
+        if let Some(key) = before {
+            self.release_code(key);
         }
     }
 
@@ -1077,7 +1155,14 @@ impl Session<'_> {
                 }
                 self.charge(size)?;
                 let start = crate::engine::thread_cpu_time();
-                let created = engine.create_port(config, applet);
+                let mut held = None;
+                let created = engine.create_port_admitted(config, applet, |code| {
+                    if let Some(code) = code {
+                        self.hold_code(code)?;
+                        held = Some(code.key);
+                    }
+                    Ok(())
+                });
                 if compiles {
                     self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
                 }
@@ -1085,11 +1170,15 @@ impl Session<'_> {
                     Ok(p) => p,
                     Err(e) => {
                         self.release(size);
+                        if let Some(key) = held {
+                            self.release_code(key);
+                        }
                         return Err(err(e).into());
                     }
                 };
                 let id = port.id();
                 self.owned.insert(id);
+                self.runs_code(id, held);
                 self.shared.event(Event::EndpointCreated {
                     conn: self.conn,
                     id,
@@ -1142,11 +1231,26 @@ impl Session<'_> {
                     self.admit_compile()?;
                 }
                 let start = crate::engine::thread_cpu_time();
-                let set = engine.set_applet(id, applet).map_err(err);
+                let mut held = None;
+                let set = engine.set_applet_admitted(id, applet, |code| {
+                    if let Some(code) = code {
+                        self.hold_code(code)?;
+                        held = Some(code.key);
+                    }
+                    Ok(())
+                });
                 if charged {
                     self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
                 }
-                set?;
+                match set {
+                    Ok(()) => self.runs_code(id, held),
+                    Err(e) => {
+                        if let Some(key) = held {
+                            self.release_code(key);
+                        }
+                        return Err(err(e).into());
+                    }
+                }
                 (Vec::new(), None)
             }
             Request::Counts { id } => {

@@ -15,6 +15,19 @@ impl Engine {
         config: Config,
         applet: Option<&[u8]>,
     ) -> Result<Arc<Port>, EngineError> {
+        self.create_port_admitted(config, applet, |_| Ok(()))
+    }
+
+    /// [`Engine::create_port`], asking `admit` once the applet is compiled,
+    /// before anything changes, whether its code (`None`: it runs on the
+    /// interpreter) may be taken: the daemon's budget of code per process.
+    /// An error from `admit` is returned, the applet dropped.
+    pub fn create_port_admitted(
+        &self,
+        config: Config,
+        applet: Option<&[u8]>,
+        admit: impl FnOnce(Option<jive::CodeShare>) -> Result<(), EngineError>,
+    ) -> Result<Arc<Port>, EngineError> {
         let layout = Layout::new(config)?;
         let budgets = self.inner.budgets;
         // Before the control lock, which every client's control
@@ -22,6 +35,9 @@ impl Engine {
         let applet = applet
             .map(|bytes| compile_applet(bytes, &budgets))
             .transpose()?;
+        if let Some(a) = &applet {
+            admit(a.code())?;
+        }
         // The slot and id are taken under the control lock, the endpoint
         // built without it (its segment, and the applet's constructor,
         // which fuel bounds to milliseconds), and published under it.
@@ -520,12 +536,26 @@ impl Engine {
     /// applet is loaded, verified and constructed first; if that fails the
     /// old one stays. Messages in flight see the old applet or the new one.
     pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        self.set_applet_admitted(id, applet, |_| Ok(()))
+    }
+
+    /// [`Engine::set_applet`], asking `admit` as
+    /// [`Engine::create_port_admitted`] does.
+    pub fn set_applet_admitted(
+        &self,
+        id: EndpointId,
+        applet: Option<&[u8]>,
+        admit: impl FnOnce(Option<jive::CodeShare>) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
         // Compiled before the endpoint's locks are taken, which an engine
         // thread delivering to it waits for ([`compile_applet`]).
         let applet = applet
             .map(|bytes| compile_applet(bytes, &port.budgets))
             .transpose()?;
+        if let Some(a) = &applet {
+            admit(a.code())?;
+        }
         // The transmit side first (the engine's lock order): frames a
         // drain's `doRx` made and handed back to the receive side's outbox
         // (`Engine::pump_drained`) wait there for the next `doTx`, which

@@ -121,6 +121,19 @@ pub enum EngineError {
     /// The endpoint id or channel tag space is exhausted.
     #[error("{0}")]
     Exhausted(&'static str),
+    /// An applet's code would bring its process's share of the JIT's code
+    /// cache past the daemon's budget (`ServeOptions::max_code_per_peer`).
+    #[error(
+        "an applet of {bytes} bytes of code would bring this process's code in the JIT's cache to {total} bytes, over its budget of {limit}"
+    )]
+    CodeBudget {
+        /// The applet's code.
+        bytes: usize,
+        /// The process's code with it.
+        total: usize,
+        /// The budget.
+        limit: usize,
+    },
     /// The endpoint holds as many filters as its budget allows
     /// ([`Budgets::filters`]), its channels' own included.
     #[error(
