@@ -2535,6 +2535,7 @@ impl<'p> Compiler<'p> {
                 marks,
                 methods,
                 uses: self.uses,
+                code_bytes: 0,
             },
         )
     }

@@ -13,6 +13,8 @@ pub(super) struct Meta {
     pub(super) methods: Vec<String>,
     /// Which of the context's bases the code reads.
     pub(super) uses: Uses,
+    /// Bytes of machine code published (set once it is).
+    pub(super) code_bytes: usize,
 }
 
 /// A heading of the native listing, formatted only when it is printed.
@@ -27,8 +29,6 @@ pub(super) enum Mark {
 pub(super) struct Shared {
     pub(super) users: usize,
     pub(super) meta: Arc<Meta>,
-    /// Bytes of machine code published under the key.
-    pub(super) bytes: usize,
 }
 
 /// The code cache every JIT-compiled applet lives in (64 MiB; see
@@ -119,8 +119,6 @@ pub struct Compiled {
     /// call level takes native stack: [`Compiled::enter`] checks the entry
     /// here, one load, instead of the program's methods and the limit.
     pub(super) enterable: Box<[bool]>,
-    /// The code's key in the cache and its size ([`Compiled::code`]).
-    pub(super) code: crate::CodeShare,
     /// The stamp of the last [`Compiled::keep`]: a value drawn from a
     /// process-wide counter by every `keep`, so never 0 and never the
     /// same for two `keep`s of any two applets. A prepared invocation
@@ -246,7 +244,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let share = |reg: &mut HashMap<u64, Shared>| {
         reg.get_mut(&key).map(|s| {
             s.users += 1;
-            (s.meta.clone(), s.bytes)
+            s.meta.clone()
         })
     };
     // Built without the registry's lock, which every applet's drop takes
@@ -256,15 +254,15 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     // threads building one key at once publish the first's code; the
     // second's is dropped unpublished.
     let shared = share(&mut registry());
-    let (meta, code_bytes) = match shared {
-        Some(shared) => shared,
+    let meta = match shared {
+        Some(meta) => meta,
         None => {
-            let (f, meta) = build(prog)?;
+            let (f, mut meta) = build(prog)?;
             let mut reg = registry();
             match share(&mut reg) {
-                Some(shared) => shared,
+                Some(meta) => meta,
                 None => {
-                    let bytes = publish(key, f).map_err(|source| JitError::Cache {
+                    meta.code_bytes = publish(key, f).map_err(|source| JitError::Cache {
                         class: prog.info.name.clone(),
                         key,
                         source,
@@ -275,10 +273,9 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
                         Shared {
                             users: 1,
                             meta: meta.clone(),
-                            bytes,
                         },
                     );
-                    (meta, bytes)
+                    meta
                 }
             }
         }
@@ -299,10 +296,6 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         },
         reads_fields: meta.uses.fields,
         meta,
-        code: crate::CodeShare {
-            key,
-            bytes: code_bytes,
-        },
         frames,
         rec,
         // Nothing may be entered before the first `keep`.
@@ -522,7 +515,10 @@ impl Compiled {
     /// The code this applet runs: its key in the cache, which applets of
     /// the same class share, and its size.
     pub fn code(&self) -> crate::CodeShare {
-        self.code
+        crate::CodeShare {
+            key: self.found.key,
+            bytes: self.meta.code_bytes,
+        }
     }
 
     /// The machine code with each method's name and each bytecode's index
