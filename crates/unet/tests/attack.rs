@@ -811,7 +811,7 @@ fn a_process_holds_at_most_its_share_of_the_code_cache() {
 
 /// Fuel counts loop iterations, calls and switches, not work: `Heavy`'s
 /// `doTx` loops around 1,400 integer divisions, and at 100,000 units an
-/// invocation took 0.74 s on the JIT (1.9 s on the interpreter), holding
+/// invocation took 0.67 s on the JIT (2.3 s on the interpreter), holding
 /// its engine thread and every endpoint it serves, where the tightest loop
 /// takes 50 µs; the throttle after it (at most 50 ms) left the thread to
 /// the others a tenth of the time. Now an applet's fuel is cut to what
@@ -889,7 +889,7 @@ fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
         overruns >= 20,
         "the heavy applets ran out of fuel: {overruns}"
     );
-    // A round trip that waited for a whole invocation took 0.74 s; the
+    // A round trip that waited for a whole invocation took 0.67 s; the
     // machine's scheduler alone may hold a thread for tens of ms.
     assert!(
         slow <= 2,

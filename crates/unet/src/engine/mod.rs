@@ -584,13 +584,13 @@ pub struct Budgets {
     /// (`jive::Program::ops_per_fuel_unit`: its longest loop plus its
     /// longest callee) gets proportionally less fuel. A unit of fuel is a
     /// loop iteration, and a loop around 16 KiB of straight-line bytecode
-    /// took 0.74 s an invocation on the JIT and 1.9 s on the interpreter
+    /// took 0.67 s an invocation on the JIT and 2.3 s on the interpreter
     /// at 100,000 units, holding an engine thread, where the tightest loop
     /// takes 50 µs. Default 6,400,000: an applet whose loops and callees
     /// are at most 64 ops keeps all its fuel (the build's applets are at
     /// most 36, but for `Burst25`, 133, and `Escape`, 184), and a loop of
-    /// integer divisions, the dearest op found, runs them in about 4.5 ms
-    /// on the JIT and 12 ms on the interpreter. A charge weighted by each
+    /// integer divisions, the dearest op found, runs them in about 4 ms
+    /// on the JIT and 14 ms on the interpreter. A charge weighted by each
     /// back edge's own loop, instead of the program's longest, would bound
     /// it nearer the 50 µs without cutting any applet's fuel.
     pub applet_ops: u64,
