@@ -726,6 +726,64 @@ impl Program {
         self.metered
     }
 
+    /// The bytes this program holds in memory, about (its decoded code,
+    /// the byte code index of each op, its switch tables, the names and
+    /// signatures of its methods, fields and natives), for a host that
+    /// budgets the memory of the applets its clients load: a class of 1
+    /// MiB decodes to several MiB, each load its own.
+    pub fn memory_bytes(&self) -> usize {
+        use core::mem::size_of;
+        let funcs: usize = self
+            .funcs
+            .iter()
+            .flatten()
+            .map(|f| {
+                size_of::<Func>() + f.code.len() * size_of::<Op>() + f.bcis.len() * 4 + f.id.len()
+            })
+            .sum();
+        let switches: usize = self
+            .switches
+            .iter()
+            .map(|sw| {
+                size_of::<Switch>()
+                    + match sw {
+                        Switch::Table { targets, .. } => targets.len() * 4,
+                        Switch::Lookup { keys, targets, .. } => (keys.len() + targets.len()) * 4,
+                    }
+            })
+            .sum();
+        let natives: usize = self
+            .natives
+            .iter()
+            .map(|n| {
+                size_of::<NativeDecl>()
+                    + n.name.len()
+                    + n.descriptor.len()
+                    + n.params.len() * size_of::<FieldType>()
+            })
+            .sum();
+        let info = &self.info;
+        let methods: usize = info
+            .methods
+            .iter()
+            .map(|m| size_of::<crate::subset::MethodInfo>() + m.name.len() + m.descriptor.len())
+            .sum();
+        let fields: usize = info
+            .fields
+            .iter()
+            .map(|f| size_of::<crate::subset::FieldInfo>() + f.name.len())
+            .sum();
+        size_of::<Program>()
+            + funcs
+            + self.funcs.len() * size_of::<Option<Func>>()
+            + switches
+            + natives
+            + methods
+            + fields
+            + info.name.len()
+            + self.native_index.len() * size_of::<Option<u16>>()
+    }
+
     /// The most ops one unit of fuel can pay for in this program: an
     /// invocation given `f` units runs at most `f` times this many ops,
     /// besides its entry method's first pass and its natives' own work.

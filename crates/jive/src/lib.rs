@@ -571,6 +571,11 @@ impl Unconstructed {
         self.0.code()
     }
 
+    /// The most memory the applet holds, about ([`Applet::memory_bytes`]).
+    pub fn memory_bytes(&self) -> usize {
+        self.0.memory_bytes()
+    }
+
     /// Lowers the fuel of every invocation, the initializers' included, to
     /// at most `fuel` (a host's bound on work, not only on loop
     /// iterations: see [`Program::ops_per_fuel_unit`]). Nothing changes
@@ -1583,6 +1588,20 @@ impl Applet {
             });
         }
         jit::compile(&self.prog)
+    }
+
+    /// The most memory this applet holds, about: its decoded program
+    /// ([`Program::memory_bytes`]), its heap's budget, its statics and its
+    /// frame stacks (the interpreter's, and the JIT's if it runs there).
+    /// Its machine code is not counted: applets of one class share it
+    /// ([`Applet::code`]).
+    pub fn memory_bytes(&self) -> usize {
+        let slots = crate::interpreter::STACK_SLOTS * core::mem::size_of::<i32>();
+        self.prog.memory_bytes()
+            + usize::try_from(self.limits.heap_bytes).unwrap_or(usize::MAX)
+            + self.statics.len() * core::mem::size_of::<i32>()
+            + slots
+            + if self.jit.is_some() { slots } else { 0 }
     }
 
     /// The machine code this applet runs, `None` on the interpreter.

@@ -199,8 +199,9 @@ int unet_remove_filter(unet_endpoint ep, uint64_t filter_id);
 /* A JIVE applet's class file; NULL with length 0: standard U-Net.
  * Through a daemon, UNET_EAGAIN past the process's budget of compiling
  * (unet_last_error says when to try again; removing is free), and
- * UNET_EENGINE past its share of the JIT's code cache (the endpoint keeps
- * its applet; unet_last_error names the budget). */
+ * UNET_EENGINE past its share of the JIT's code cache or its budget of
+ * applet memory (the endpoint keeps its applet; unet_last_error names the
+ * budget). */
 int unet_set_applet(unet_endpoint ep, const uint8_t *applet, size_t applet_len);
 /* A built-in applet's class file by class name (e.g. "StandardUnet"). */
 int unet_applet_builtin(const char *name, const uint8_t **bytes, size_t *len);

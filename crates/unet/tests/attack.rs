@@ -13,6 +13,7 @@
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
 //! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
+//! | one process's applets hold unbounded memory in the daemon | [`a_process_holds_at_most_its_budget_of_applet_memory`] |
 //! | one process's applets fill the JIT's code cache | [`a_process_holds_at_most_its_share_of_the_code_cache`] |
 //! | a loop whose every unit of fuel is dear holds an engine thread for most of a second | [`a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread`] |
 //! | an applet's load, verified and compiled under the engine's locks, holds up every client | [`an_applet_being_loaded_holds_up_no_other_client`] |
@@ -804,6 +805,67 @@ fn a_process_holds_at_most_its_share_of_the_code_cache() {
     drop(c);
     a.set_applet(Some(&dear(61))).unwrap();
     assert!(runs(&a).is_some_and(|b| b > 3 << 20));
+}
+
+/// Each applet load holds its own decoded program, heap and frame stacks
+/// in the daemon: `Dear00` (761 KiB) held 5.2 MiB an endpoint, and a
+/// process may hold 8 connections of 64 endpoints, 2.7 GiB, counted by no
+/// budget (the shared-memory budget counts the endpoints' segments). Now
+/// a process's applets are counted against
+/// `ServeOptions::max_applet_memory_per_peer`, each load its own
+/// (`jive::Applet::memory_bytes`): past it a load is refused, naming the
+/// budget, the endpoint left as it was; closing or removing gives it back.
+#[test]
+fn a_process_holds_at_most_its_budget_of_applet_memory() {
+    const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let path = std::env::temp_dir().join(format!("unet-applet-mem-{}.sock", std::process::id()));
+    let limit = 20 << 20;
+    let opts = ServeOptions {
+        max_applet_memory_per_peer: limit,
+        compile_time_per_second: Duration::from_secs(100),
+        ..ServeOptions::default()
+    };
+    let _server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let client = Client::connect(&path).unwrap();
+    let other = Client::connect(&path).unwrap();
+    let each = engine
+        .create_endpoint(Config::default(), Some(DEAR))
+        .unwrap();
+    let each = engine
+        .with_applet(each.id(), |ap| ap.memory_bytes())
+        .unwrap();
+    assert!(each > 5 << 20, "Dear00 holds {each} bytes");
+    // As many as fit, over both connections of the process; then refused.
+    let fit = limit / each;
+    let mut held: Vec<_> = (0..fit)
+        .map(|i| {
+            let c = if i % 2 == 0 { &client } else { &other };
+            c.create_endpoint(Config::default(), Some(DEAR)).unwrap()
+        })
+        .collect();
+    let refused = |e: unet::EngineError| {
+        let m = e.to_string();
+        assert!(m.contains(&format!("over its budget of {limit}")), "{m}");
+    };
+    refused(
+        client
+            .create_endpoint(Config::default(), Some(DEAR))
+            .unwrap_err(),
+    );
+    let mut plain = other.create_endpoint(Config::default(), None).unwrap();
+    refused(plain.set_applet(Some(DEAR)).unwrap_err());
+    assert!(
+        engine.with_applet(plain.id(), |_| ()).is_none(),
+        "the endpoint is as it was"
+    );
+    // Given back by removing an applet and by closing an endpoint.
+    held[0].set_applet(None).unwrap();
+    plain.set_applet(Some(DEAR)).unwrap();
+    refused(held[0].set_applet(Some(DEAR)).unwrap_err());
+    drop(held.pop());
+    held[0].set_applet(Some(DEAR)).unwrap();
 }
 
 // ---------------------------------------------------------------------------

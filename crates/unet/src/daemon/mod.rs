@@ -262,6 +262,17 @@ pub struct ServeOptions {
     /// it was. Default 8 MiB: two applets near the JIT's 4 MiB a class, or
     /// hundreds of the size of the standard applet's.
     pub max_code_per_peer: usize,
+    /// Bytes of the daemon's memory one process's applets may hold, over
+    /// all its connections: each loaded applet's
+    /// `jive::Applet::memory_bytes` (its decoded program, its heap's
+    /// budget, its frame stacks), each load counted, as each load has its
+    /// own. A class of 1 MiB decodes to several MiB (`Dear00`, 761 KiB,
+    /// held 5.2 MiB an endpoint), and a process may hold 8 connections of
+    /// 64 endpoints. Past it `SetApplet` and `CreateEndpoint` with an
+    /// applet are refused, naming the budget, the endpoint left as it was.
+    /// Default 512 MiB: about 440 endpoints with the standard applet (its
+    /// heap's budget of 1 MiB counted whole), or 95 with `Dear00`.
+    pub max_applet_memory_per_peer: usize,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -280,6 +291,7 @@ impl Default for ServeOptions {
             max_engine_counts_per_second: 100,
             compile_time_per_second: std::time::Duration::from_millis(250),
             max_code_per_peer: 8 << 20,
+            max_applet_memory_per_peer: 512 << 20,
             on_event: None,
         }
     }
@@ -302,6 +314,10 @@ impl std::fmt::Debug for ServeOptions {
             )
             .field("compile_time_per_second", &self.compile_time_per_second)
             .field("max_code_per_peer", &self.max_code_per_peer)
+            .field(
+                "max_applet_memory_per_peer",
+                &self.max_applet_memory_per_peer,
+            )
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -338,6 +354,9 @@ struct PeerUse {
     code: HashMap<u64, (usize, u32)>,
     /// The bytes of `code`, summed.
     code_bytes: usize,
+    /// The memory its endpoints' applets hold
+    /// ([`ServeOptions::max_applet_memory_per_peer`]).
+    applet_memory: usize,
     /// Its reads of the engine's counters: the budget left and when it
     /// was last counted (`None`: full).
     counts: Option<Bucket>,
@@ -434,6 +453,7 @@ impl PeerUse {
     fn idle(&self, opts: &ServeOptions, now: std::time::Instant) -> bool {
         self.connections == 0
             && self.code.is_empty()
+            && self.applet_memory == 0
             && Bucket::full_by(
                 &self.counts,
                 f64::from(opts.max_engine_counts_per_second),
@@ -877,9 +897,18 @@ struct Session<'a> {
     owned: BTreeSet<EndpointId>,
     /// Bytes of shared memory of the endpoints it owns.
     memory: u64,
-    /// The code key of each owned endpoint's applet that the JIT runs,
-    /// held in its process's [`PeerUse::code`].
-    applets: HashMap<EndpointId, u64>,
+    /// What each owned endpoint's applet holds of its process's budgets.
+    applets: HashMap<EndpointId, Held>,
+}
+
+/// What one endpoint's applet holds of its process's budgets
+/// ([`Session::hold_applet`]).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The key of the JIT's code it runs, if it runs on the JIT.
+    code: Option<u64>,
+    /// Its memory.
+    memory: usize,
 }
 
 /// A successful reply: its payload, and the endpoint whose `memfd` goes
@@ -991,8 +1020,8 @@ impl Session<'_> {
         // would miss what its closing of the inbox counts.
         if let Ok(counts) = self.shared.engine.remove_port(id) {
             self.release(size);
-            if let Some(key) = self.applets.remove(&id) {
-                self.release_code(key);
+            if let Some(held) = self.applets.remove(&id) {
+                self.release_applet(held);
             }
             self.shared.event(Event::EndpointClosed {
                 conn: self.conn,
@@ -1044,37 +1073,56 @@ impl Session<'_> {
         }
     }
 
-    /// Counts an applet's code against this process's share of the code
-    /// cache ([`ServeOptions::max_code_per_peer`]): code the process
-    /// already runs is free; new code past the share is refused.
-    fn hold_code(&self, code: jive::CodeShare) -> Result<(), EngineError> {
-        let limit = self.shared.opts.max_code_per_peer;
+    /// Counts a loaded applet against this process's budgets: its memory
+    /// ([`ServeOptions::max_applet_memory_per_peer`]) and its code's share
+    /// of the JIT's cache ([`ServeOptions::max_code_per_peer`]; code the
+    /// process already runs is free). Past either nothing is counted.
+    fn hold_applet(&self, applet: &jive::Unconstructed) -> Result<Held, EngineError> {
+        let o = &self.shared.opts;
+        let memory = applet.memory_bytes();
+        let code = applet.code();
         let mut conns = lock(&self.shared.conns);
         let peer = conns.peers.entry(self.pid).or_default();
-        if let Some((_, n)) = peer.code.get_mut(&code.key) {
-            *n += 1;
-            return Ok(());
-        }
-        let total = peer.code_bytes + code.bytes;
-        if total > limit {
-            return Err(EngineError::CodeBudget {
-                bytes: code.bytes,
+        let total = peer.applet_memory + memory;
+        if total > o.max_applet_memory_per_peer {
+            return Err(EngineError::AppletMemoryBudget {
+                bytes: memory,
                 total,
-                limit,
+                limit: o.max_applet_memory_per_peer,
             });
         }
-        peer.code_bytes = total;
-        peer.code.insert(code.key, (code.bytes, 1));
-        Ok(())
+        if let Some(code) = code.filter(|c| !peer.code.contains_key(&c.key)) {
+            let total = peer.code_bytes + code.bytes;
+            if total > o.max_code_per_peer {
+                return Err(EngineError::CodeBudget {
+                    bytes: code.bytes,
+                    total,
+                    limit: o.max_code_per_peer,
+                });
+            }
+            peer.code_bytes = total;
+            peer.code.insert(code.key, (code.bytes, 0));
+        }
+        if let Some((_, n)) = code.and_then(|c| peer.code.get_mut(&c.key)) {
+            *n += 1;
+        }
+        peer.applet_memory = total;
+        Ok(Held {
+            code: code.map(|c| c.key),
+            memory,
+        })
     }
 
-    /// Lets go of one hold of code `key` taken by [`Session::hold_code`].
-    fn release_code(&self, key: u64) {
+    /// Gives back what [`Session::hold_applet`] counted.
+    fn release_applet(&self, held: Held) {
         let mut conns = lock(&self.shared.conns);
         let Some(peer) = conns.peers.get_mut(&self.pid) else {
             return;
         };
-        if let Some((bytes, n)) = peer.code.get_mut(&key) {
+        peer.applet_memory = peer.applet_memory.saturating_sub(held.memory);
+        if let Some(key) = held.code
+            && let Some((bytes, n)) = peer.code.get_mut(&key)
+        {
             *n -= 1;
             if *n == 0 {
                 peer.code_bytes -= *bytes;
@@ -1083,15 +1131,15 @@ impl Session<'_> {
         }
     }
 
-    /// Records that endpoint `id` now runs the code `held` (`None`: none
-    /// of the JIT's), letting go of what it ran before.
-    fn runs_code(&mut self, id: EndpointId, held: Option<u64>) {
+    /// Records that endpoint `id` now runs the applet `held` counted
+    /// (`None`: none), giving back what it ran before.
+    fn runs_applet(&mut self, id: EndpointId, held: Option<Held>) {
         let before = match held {
-            Some(key) => self.applets.insert(id, key),
+            Some(h) => self.applets.insert(id, h),
             None => self.applets.remove(&id),
         };
-        if let Some(key) = before {
-            self.release_code(key);
+        if let Some(h) = before {
+            self.release_applet(h);
         }
     }
 
@@ -1156,11 +1204,8 @@ impl Session<'_> {
                 self.charge(size)?;
                 let start = crate::engine::thread_cpu_time();
                 let mut held = None;
-                let created = engine.create_port_admitted(config, applet, |code| {
-                    if let Some(code) = code {
-                        self.hold_code(code)?;
-                        held = Some(code.key);
-                    }
+                let created = engine.create_port_admitted(config, applet, |a| {
+                    held = Some(self.hold_applet(a)?);
                     Ok(())
                 });
                 if compiles {
@@ -1170,15 +1215,15 @@ impl Session<'_> {
                     Ok(p) => p,
                     Err(e) => {
                         self.release(size);
-                        if let Some(key) = held {
-                            self.release_code(key);
+                        if let Some(h) = held {
+                            self.release_applet(h);
                         }
                         return Err(err(e).into());
                     }
                 };
                 let id = port.id();
                 self.owned.insert(id);
-                self.runs_code(id, held);
+                self.runs_applet(id, held);
                 self.shared.event(Event::EndpointCreated {
                     conn: self.conn,
                     id,
@@ -1232,21 +1277,18 @@ impl Session<'_> {
                 }
                 let start = crate::engine::thread_cpu_time();
                 let mut held = None;
-                let set = engine.set_applet_admitted(id, applet, |code| {
-                    if let Some(code) = code {
-                        self.hold_code(code)?;
-                        held = Some(code.key);
-                    }
+                let set = engine.set_applet_admitted(id, applet, |a| {
+                    held = Some(self.hold_applet(a)?);
                     Ok(())
                 });
                 if charged {
                     self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
                 }
                 match set {
-                    Ok(()) => self.runs_code(id, held),
+                    Ok(()) => self.runs_applet(id, held),
                     Err(e) => {
-                        if let Some(key) = held {
-                            self.release_code(key);
+                        if let Some(h) = held {
+                            self.release_applet(h);
                         }
                         return Err(err(e).into());
                     }

@@ -19,14 +19,14 @@ impl Engine {
     }
 
     /// [`Engine::create_port`], asking `admit` once the applet is compiled,
-    /// before anything changes, whether its code (`None`: it runs on the
-    /// interpreter) may be taken: the daemon's budget of code per process.
-    /// An error from `admit` is returned, the applet dropped.
+    /// before anything changes, whether it may be taken (its code, its
+    /// memory: the daemon's budgets per process). An error from `admit` is
+    /// returned, the applet dropped.
     pub fn create_port_admitted(
         &self,
         config: Config,
         applet: Option<&[u8]>,
-        admit: impl FnOnce(Option<jive::CodeShare>) -> Result<(), EngineError>,
+        admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
     ) -> Result<Arc<Port>, EngineError> {
         let layout = Layout::new(config)?;
         let budgets = self.inner.budgets;
@@ -36,7 +36,7 @@ impl Engine {
             .map(|bytes| compile_applet(bytes, &budgets))
             .transpose()?;
         if let Some(a) = &applet {
-            admit(a.code())?;
+            admit(a)?;
         }
         // The slot and id are taken under the control lock, the endpoint
         // built without it (its segment, and the applet's constructor,
@@ -545,7 +545,7 @@ impl Engine {
         &self,
         id: EndpointId,
         applet: Option<&[u8]>,
-        admit: impl FnOnce(Option<jive::CodeShare>) -> Result<(), EngineError>,
+        admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
     ) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
         // Compiled before the endpoint's locks are taken, which an engine
@@ -554,7 +554,7 @@ impl Engine {
             .map(|bytes| compile_applet(bytes, &port.budgets))
             .transpose()?;
         if let Some(a) = &applet {
-            admit(a.code())?;
+            admit(a)?;
         }
         // The transmit side first (the engine's lock order): frames a
         // drain's `doRx` made and handed back to the receive side's outbox

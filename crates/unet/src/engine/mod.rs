@@ -134,6 +134,19 @@ pub enum EngineError {
         /// The budget.
         limit: usize,
     },
+    /// An applet's memory would bring its process's applets past the
+    /// daemon's budget (`ServeOptions::max_applet_memory_per_peer`).
+    #[error(
+        "an applet holding {bytes} bytes would bring this process's applets to {total} bytes, over its budget of {limit}"
+    )]
+    AppletMemoryBudget {
+        /// The applet's memory (`jive::Applet::memory_bytes`).
+        bytes: usize,
+        /// The process's applets' with it.
+        total: usize,
+        /// The budget.
+        limit: usize,
+    },
     /// The endpoint holds as many filters as its budget allows
     /// ([`Budgets::filters`]), its channels' own included.
     #[error(
