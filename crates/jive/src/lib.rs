@@ -1597,11 +1597,13 @@ impl Applet {
     /// ([`Applet::code`]).
     pub fn memory_bytes(&self) -> usize {
         let slots = crate::interpreter::STACK_SLOTS * core::mem::size_of::<i32>();
-        self.prog.memory_bytes()
-            + usize::try_from(self.limits.heap_bytes).unwrap_or(usize::MAX)
+        // An unlimited heap (`u64::MAX`) is counted as all there is.
+        let heap = usize::try_from(self.limits.heap_bytes).unwrap_or(usize::MAX);
+        (self.prog.memory_bytes()
             + self.statics.len() * core::mem::size_of::<i32>()
             + slots
-            + if self.jit.is_some() { slots } else { 0 }
+            + if self.jit.is_some() { slots } else { 0 })
+        .saturating_add(heap)
     }
 
     /// The machine code this applet runs, `None` on the interpreter.

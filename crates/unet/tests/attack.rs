@@ -206,6 +206,35 @@ fn client_pair(
     (a, b, ab, ba)
 }
 
+/// The next message at `ep`, waited for (20 s at most).
+fn recv(ep: &mut unet::Endpoint, what: &str) -> Vec<u8> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(m) = ep.recv() {
+            return m.to_vec();
+        }
+        assert!(Instant::now() < deadline, "{what} never arrived");
+        std::hint::spin_loop();
+    }
+}
+
+/// One round trip of message `i` from `a` to `b` and back (`client_pair`'s
+/// channels), each delivery checked: its time.
+fn round_trip(
+    a: &mut unet::Endpoint,
+    ab: u16,
+    b: &mut unet::Endpoint,
+    ba: u16,
+    i: u64,
+) -> Duration {
+    let t = Instant::now();
+    a.send(ab, &i.to_le_bytes()).unwrap();
+    assert_eq!(recv(b, "the ping"), i.to_le_bytes());
+    b.send(ba, &i.to_le_bytes()).unwrap();
+    assert_eq!(recv(a, "the pong"), i.to_le_bytes());
+    t.elapsed()
+}
+
 /// Hostile endpoints, each with a channel to itself.
 type Hostile = Vec<(unet::Endpoint, u16)>;
 
@@ -685,16 +714,6 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     std::thread::sleep(Duration::from_millis(300));
     let hostile_invoked = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
     let invoked = hostile_invoked();
-    let recv = |ep: &mut unet::Endpoint, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(m) = ep.recv() {
-                return m.to_vec();
-            }
-            assert!(Instant::now() < deadline, "{what} never arrived");
-            std::hint::spin_loop();
-        }
-    };
     // At least 1,000 round trips, and while each hostile applet is
     // invoked ten times; for 30 s at most.
     let mut times = Vec::new();
@@ -702,12 +721,7 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     let end = Instant::now() + Duration::from_secs(30);
     while (times.len() < 1000 || hostile_invoked() - invoked < 160) && Instant::now() < end {
         i += 1;
-        let t = Instant::now();
-        a.send(ab, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
-        b.send(ba, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
-        times.push(t.elapsed());
+        times.push(round_trip(&mut a, ab, &mut b, ba, i));
     }
     let invoked = hostile_invoked() - invoked;
     let hostile = feeder.stop();
@@ -907,16 +921,6 @@ fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
     let (mut a, mut b, ab, ba) = client_pair(&engine, None);
     engine.start(1).unwrap();
     let feeder = Feeder::start(hostile, Duration::from_millis(1), true);
-    let recv = |ep: &mut unet::Endpoint, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(m) = ep.recv() {
-                return m.to_vec();
-            }
-            assert!(Instant::now() < deadline, "{what} never arrived");
-            std::hint::spin_loop();
-        }
-    };
     // At least 1,000 round trips, while the heavy applets trap 20 times;
     // for 30 s at most.
     let mut times = Vec::new();
@@ -924,12 +928,7 @@ fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
     let end = Instant::now() + Duration::from_secs(30);
     while (times.len() < 1000 || invoked() < 20) && Instant::now() < end {
         i += 1;
-        let t = Instant::now();
-        a.send(ab, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
-        b.send(ba, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
-        times.push(t.elapsed());
+        times.push(round_trip(&mut a, ab, &mut b, ba, i));
     }
     let overruns = invoked();
     drop(feeder.stop());
@@ -1040,28 +1039,13 @@ fn an_applet_being_loaded_holds_up_no_other_client() {
             loads
         })
     };
-    let recv = |ep: &mut unet::Endpoint, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(m) = ep.recv() {
-                return m.to_vec();
-            }
-            assert!(Instant::now() < deadline, "{what} never arrived");
-            std::hint::spin_loop();
-        }
-    };
     // Round trips, and a filter installed and removed every 50th, for 4 s.
     let (mut trips, mut installs) = (Vec::new(), Vec::new());
     let end = Instant::now() + Duration::from_secs(4);
     let mut i = 0u64;
     while Instant::now() < end {
         i += 1;
-        let t = Instant::now();
-        a.send(ab, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut b, "the ping"), i.to_le_bytes());
-        b.send(ba, &i.to_le_bytes()).unwrap();
-        assert_eq!(recv(&mut a, "the pong"), i.to_le_bytes());
-        trips.push(t.elapsed());
+        trips.push(round_trip(&mut a, ab, &mut b, ba, i));
         if i.is_multiple_of(50) {
             let t = Instant::now();
             let f = a.install_filter(ab, "udp port 9", 1).unwrap();

@@ -270,7 +270,7 @@ pub struct ServeOptions {
     /// held 5.2 MiB an endpoint), and a process may hold 8 connections of
     /// 64 endpoints. Past it `SetApplet` and `CreateEndpoint` with an
     /// applet are refused, naming the budget, the endpoint left as it was.
-    /// Default 512 MiB: about 440 endpoints with the standard applet (its
+    /// Default 512 MiB: about 450 endpoints with the standard applet (its
     /// heap's budget of 1 MiB counted whole), or 95 with `Dear00`.
     pub max_applet_memory_per_peer: usize,
     /// Called on every [`Event`], from the daemon's threads.
@@ -1083,7 +1083,7 @@ impl Session<'_> {
         let code = applet.code();
         let mut conns = lock(&self.shared.conns);
         let peer = conns.peers.entry(self.pid).or_default();
-        let total = peer.applet_memory + memory;
+        let total = peer.applet_memory.saturating_add(memory);
         if total > o.max_applet_memory_per_peer {
             return Err(EngineError::AppletMemoryBudget {
                 bytes: memory,
