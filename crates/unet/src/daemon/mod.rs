@@ -68,7 +68,11 @@
 //!   endpoints and [`ServeOptions::max_memory_per_connection`] bytes of
 //!   shared memory, a process [`ServeOptions::max_memory_per_peer`] over
 //!   all its connections; past either, `CreateEndpoint` is refused naming
-//!   the budget. Reading the engine's own counters takes the transport's
+//!   the budget. A process's applets hold at most
+//!   [`ServeOptions::max_applet_memory_per_peer`] of the daemon's memory
+//!   and [`ServeOptions::max_code_per_peer`] of the JIT's code cache; past
+//!   either, a load (`SetApplet`, `CreateEndpoint` with an applet) is
+//!   refused naming the budget, the endpoint left as it was. Reading the engine's own counters takes the transport's
 //!   lock, which the engine's threads take to send and receive, so a
 //!   process may do it ([`Op::EngineCounts`]) at most
 //!   [`ServeOptions::max_engine_counts_per_second`] times a second over

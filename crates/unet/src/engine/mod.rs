@@ -588,8 +588,10 @@ pub struct Budgets {
     /// `fastpath demo`), 1.6 MiB, with room to spare.
     pub push_bytes: usize,
     /// Fuel of one invocation (jive's metering: taken backward branches,
-    /// switches and calls). Default 100,000, about 50 µs of the tightest
-    /// loop with the JIT (docs/unet.md has the measurement).
+    /// switches and calls), at most: an applet whose unit of fuel pays for
+    /// much work gets less ([`Budgets::applet_ops`]). Default 100,000,
+    /// about 50 µs of the tightest loop with the JIT (docs/unet.md has the
+    /// measurement).
     pub applet_fuel: u64,
     /// Ops (jive's decoded bytecode) one invocation may run, its
     /// constructor's included: an applet whose unit of fuel can pay for
