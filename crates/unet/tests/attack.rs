@@ -238,6 +238,31 @@ fn round_trip(
 /// Hostile endpoints, each with a channel to itself.
 type Hostile = Vec<(unet::Endpoint, u16)>;
 
+/// `n` endpoints on `engine` with the applet `applet(i)` each, a channel
+/// to itself each, none driving the engine; and their ports, whose
+/// counters the tests read.
+fn hostile_endpoints(
+    engine: &Engine,
+    n: usize,
+    applet: impl Fn(usize) -> Vec<u8>,
+) -> (Hostile, Vec<std::sync::Arc<unet::engine::Port>>) {
+    let hostile: Hostile = (0..n)
+        .map(|i| {
+            let mut h = engine
+                .create_endpoint(Config::default(), Some(&applet(i)))
+                .unwrap();
+            h.set_drive(false);
+            let c = h.open_channel(engine.local(), h.id()).unwrap();
+            (h, c)
+        })
+        .collect();
+    let ports = hostile
+        .iter()
+        .map(|(h, _)| engine.port(h.id()).unwrap())
+        .collect();
+    (hostile, ports)
+}
+
 /// A thread that sends to each hostile endpoint in turn until stopped,
 /// `pause` between rounds: as many messages as its transmit queue takes
 /// (`fill`), or one.
@@ -569,22 +594,12 @@ fn child_slots() {
 fn applets_burning_their_budget_do_not_starve_a_client() {
     let _s = serial();
     let engine = loop_engine(Budgets::default());
-    let mut hostile = Vec::new();
-    for _ in 0..64 {
-        let mut h = engine
-            .create_endpoint(Config::default(), Some(applets::HOSTILE))
-            .unwrap();
-        h.set_drive(false);
-        let c = h.open_channel(engine.local(), h.id()).unwrap();
+    let (hostile, ports) = hostile_endpoints(&engine, 64, |_| applets::HOSTILE.to_vec());
+    for (h, _) in &hostile {
         engine
             .with_applet(h.id(), |ap| ap.set_static_int("mode", 2).unwrap())
             .unwrap();
-        hostile.push((h, c));
     }
-    let ports: Vec<_> = hostile
-        .iter()
-        .map(|(h, _)| engine.port(h.id()).unwrap())
-        .collect();
     // Hostile invocations so far: each takes one descriptor and traps.
     let burnt = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
     let (mut a, mut b, ab, ba) = client_pair(&engine, None);
@@ -696,19 +711,7 @@ fn applets_whose_code_overflows_the_cache_do_not_starve_a_client() {
     // The client's pair first: its code is the oldest, evicted first.
     let (mut a, mut b, ab, ba) = client_pair(&engine, Some(applets::STANDARD));
     let evictions = jive::jit::cache_stats().evictions;
-    let mut hostile = Vec::new();
-    for n in 0..16 {
-        let mut h = engine
-            .create_endpoint(Config::default(), Some(&dear(n)))
-            .unwrap();
-        h.set_drive(false);
-        let c = h.open_channel(engine.local(), h.id()).unwrap();
-        hostile.push((h, c));
-    }
-    let ports: Vec<_> = hostile
-        .iter()
-        .map(|(h, _)| engine.port(h.id()).unwrap())
-        .collect();
+    let (hostile, ports) = hostile_endpoints(&engine, 16, dear);
     engine.start(2).unwrap();
     let feeder = Feeder::start(hostile, Duration::from_millis(1), false);
     std::thread::sleep(Duration::from_millis(300));
@@ -899,19 +902,7 @@ fn a_loop_whose_units_of_fuel_are_dear_does_not_hold_an_engine_thread() {
     const HEAVY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Heavy.class"));
     let _s = serial();
     let engine = loop_engine(Budgets::default());
-    let mut hostile = Vec::new();
-    for _ in 0..2 {
-        let mut h = engine
-            .create_endpoint(Config::default(), Some(HEAVY))
-            .unwrap();
-        h.set_drive(false);
-        let c = h.open_channel(engine.local(), h.id()).unwrap();
-        hostile.push((h, c));
-    }
-    let ports: Vec<_> = hostile
-        .iter()
-        .map(|(h, _)| engine.port(h.id()).unwrap())
-        .collect();
+    let (hostile, ports) = hostile_endpoints(&engine, 2, |_| HEAVY.to_vec());
     let invoked = || {
         ports
             .iter()

@@ -1135,6 +1135,39 @@ impl Session<'_> {
         }
     }
 
+    /// Runs `load`, an engine call that loads an applet and asks the
+    /// admission it is given: the applet is counted against this
+    /// process's budgets ([`Session::hold_applet`]), and the call's thread
+    /// CPU time charged to its compile budget if `compiles`. What the call
+    /// gives, and what the applet holds (`None`: no applet loaded); if it
+    /// fails, nothing stays counted.
+    fn load_counted<T>(
+        &self,
+        compiles: bool,
+        load: impl FnOnce(
+            &mut dyn FnMut(&jive::Unconstructed) -> Result<(), EngineError>,
+        ) -> Result<T, EngineError>,
+    ) -> Result<(T, Option<Held>), EngineError> {
+        let start = crate::engine::thread_cpu_time();
+        let mut held = None;
+        let loaded = load(&mut |a| {
+            held = Some(self.hold_applet(a)?);
+            Ok(())
+        });
+        if compiles {
+            self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+        }
+        match loaded {
+            Ok(t) => Ok((t, held)),
+            Err(e) => {
+                if let Some(h) = held {
+                    self.release_applet(h);
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Records that endpoint `id` now runs the applet `held` counted
     /// (`None`: none), giving back what it ran before.
     fn runs_applet(&mut self, id: EndpointId, held: Option<Held>) {
@@ -1206,22 +1239,13 @@ impl Session<'_> {
                     self.admit_compile()?;
                 }
                 self.charge(size)?;
-                let start = crate::engine::thread_cpu_time();
-                let mut held = None;
-                let created = engine.create_port_admitted(config, applet, |a| {
-                    held = Some(self.hold_applet(a)?);
-                    Ok(())
+                let created = self.load_counted(compiles, |admit| {
+                    engine.create_port_admitted(config, applet, admit)
                 });
-                if compiles {
-                    self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
-                }
-                let port = match created {
-                    Ok(p) => p,
+                let (port, held) = match created {
+                    Ok(created) => created,
                     Err(e) => {
                         self.release(size);
-                        if let Some(h) = held {
-                            self.release_applet(h);
-                        }
                         return Err(err(e).into());
                     }
                 };
@@ -1279,24 +1303,12 @@ impl Session<'_> {
                 if charged {
                     self.admit_compile()?;
                 }
-                let start = crate::engine::thread_cpu_time();
-                let mut held = None;
-                let set = engine.set_applet_admitted(id, applet, |a| {
-                    held = Some(self.hold_applet(a)?);
-                    Ok(())
-                });
-                if charged {
-                    self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
-                }
-                match set {
-                    Ok(()) => self.runs_applet(id, held),
-                    Err(e) => {
-                        if let Some(h) = held {
-                            self.release_applet(h);
-                        }
-                        return Err(err(e).into());
-                    }
-                }
+                let ((), held) = self
+                    .load_counted(charged, |admit| {
+                        engine.set_applet_admitted(id, applet, admit)
+                    })
+                    .map_err(err)?;
+                self.runs_applet(id, held);
                 (Vec::new(), None)
             }
             Request::Counts { id } => {
