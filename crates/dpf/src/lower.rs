@@ -28,7 +28,12 @@
 //!    left loaded is pulled up an or- or and-chain (`or_pullup`,
 //!    `and_pullup`). A user's comparison (`ip[9] = 6`) loads through the
 //!    index register, so it never shares an accumulator value with a
-//!    primitive's test. A primitive's `and #m; jeq #0` is `jset #m` here,
+//!    primitive's test, while a field compared with a number and with a
+//!    computed value share one ([`Acc::Field`]). In the first round a
+//!    user's equality is still `sub x; jeq #0`, its accumulator the
+//!    difference of its sides ([`Key::Diff`]), and two numbers compared
+//!    are decided by the peephole in that round (`>`, `>=`) or the next
+//!    (`=`). A primitive's `and #m; jeq #0` is `jset #m` here,
 //!    and `jset #0` never holds, from the first round's edge moves on.
 //! 2. Second pass (statements, `opt_loop(.., 1)`), which moves no edges:
 //!    a user's comparison masked with 0 has a constant accumulator, so
@@ -72,7 +77,8 @@ enum Key {
     /// by a constant in X, so it differs from every primitive's load;
     /// `ip[k]`, `ip6[k]`, `arp[k]` and `rarp[k]` (class 1) load the same
     /// value, as do `tcp[k]`, `udp[k]`, `icmp[k]` and `sctp[k]` (class 2);
-    /// `ether[k]` is class 0.
+    /// `ether[k]` is class 0, `icmp6[k]` class 3 (its `offset` is 54 +
+    /// k). Each VLAN tag before the layer adds 4 to a class other than 0.
     Raw {
         class: u32,
         offset: u32,
@@ -86,17 +92,25 @@ enum Key {
     /// libpcap's value numbering makes them), the jump, and its operand:
     /// the constant `k`, or the right side's value `x` (BPF's `jxx x`).
     Arith {
-        a: u32,
+        a: Acc,
         cmp: Cmp,
         k: u32,
         x: Option<u32>,
     },
+    /// A user's equality in the first round of the first pass, before
+    /// the peephole has merged gencode's `sub x` into the jump: the
+    /// accumulator holds the left side `a` less the right side (the
+    /// constant `k`, or the value `x`), and the jump is `jeq #0`. Two
+    /// such tests decide each other only if both sides are the same:
+    /// `len = 0` having held says nothing yet of `len = 42`.
+    Diff { a: Acc, k: u32, x: Option<u32> },
 }
 
 impl Key {
     fn cmp(&self) -> Cmp {
         match *self {
             Key::Prim { cmp, .. } | Key::Raw { cmp, .. } | Key::Arith { cmp, .. } => cmp,
+            Key::Diff { .. } => Cmp::Eq,
         }
     }
 
@@ -104,6 +118,33 @@ impl Key {
         match *self {
             Key::Prim { value, .. } | Key::Raw { value, .. } => value,
             Key::Arith { k, .. } => k,
+            Key::Diff { .. } => 0,
+        }
+    }
+
+    /// The key a test has in round `round` of the first pass: a user's
+    /// equality is [`Key::Diff`] in the first round, itself after.
+    fn in_round(&self, round: u64) -> Key {
+        match *self {
+            Key::Raw {
+                class,
+                offset,
+                size,
+                mask,
+                cmp: Cmp::Eq,
+                value,
+            } if round == 0 => Key::Diff {
+                a: Acc::field(class, offset, size, mask),
+                k: value,
+                x: None,
+            },
+            Key::Arith {
+                a,
+                cmp: Cmp::Eq,
+                k,
+                x,
+            } if round == 0 => Key::Diff { a, k, x },
+            key => key,
         }
     }
 
@@ -117,19 +158,20 @@ impl Key {
                 cmp: Cmp::Eq,
                 value: 0,
             },
+            // A field compared with a number leaves the value a computed
+            // comparison of the same field leaves (`ether[14:2] > 4` and
+            // `ether[14:2] >= ip[28:4]`): both load it through X.
             Key::Raw {
                 class,
                 offset,
                 size,
                 mask,
                 ..
-            } => Key::Raw {
-                class,
-                offset,
-                size,
-                mask,
+            } => Key::Arith {
+                a: Acc::field(class, offset, size, mask),
                 cmp: Cmp::Eq,
-                value: 0,
+                k: 0,
+                x: None,
             },
             Key::Arith { a, .. } => Key::Arith {
                 a,
@@ -137,6 +179,42 @@ impl Key {
                 k: 0,
                 x: None,
             },
+            Key::Diff { .. } => *self,
+        }
+    }
+}
+
+/// The accumulator a computed comparison leaves, as libpcap's first pass
+/// numbers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Acc {
+    /// A field read through the index register, `layer[offset:size]`
+    /// (masked with `& mask`): the load gencode emits for a user's
+    /// comparison, whether the other side is a number or computed.
+    Field {
+        base: LoadBase,
+        offset: u32,
+        size: Size,
+        mask: Option<u32>,
+    },
+    /// Any other value, numbered by its steps ([`Values::side`]).
+    Value(u32),
+}
+
+impl Acc {
+    /// The field a [`Key::Raw`] of `class` and `offset` reads.
+    fn field(class: u32, offset: u32, size: Size, mask: Option<u32>) -> Acc {
+        let (base, offset) = match class % 4 {
+            0 => (LoadBase::At(0), offset),
+            1 => (LoadBase::At(14 + class - 1), offset),
+            2 => (LoadBase::Transport(class - 2), offset),
+            _ => (LoadBase::At(54 + class - 3), offset - 54),
+        };
+        Acc::Field {
+            base,
+            offset,
+            size,
+            mask,
         }
     }
 }
@@ -147,10 +225,14 @@ impl Key {
 enum Late {
     /// Nothing.
     Keep,
-    /// The jump always goes one way (`true`: the key's "holds" edge) from
-    /// the first round of the first pass on, after that round has computed
-    /// dominators with both edges in place (`jset #0`).
-    Early(bool),
+    /// The jump always goes one way (`holds`: the key's "holds" edge)
+    /// from round `round` of the first pass on, after that round has
+    /// computed dominators with the edges as they were: the first round
+    /// (0) for `jset #0` and a comparison of two numbers with `>` or `>=`
+    /// (`jgt x` with a constant X and A), the second (1) for two numbers
+    /// with `=` (`sub x; jeq #0`: the first round's peephole merges the
+    /// constant X into the jump, the second finds A constant).
+    Early { holds: bool, round: u64 },
     /// The accumulator is a constant (`& 0`): the load is dead and the
     /// jump always goes one way (`true`: the key's "holds" edge).
     Constant(bool),
@@ -247,7 +329,10 @@ fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
             // `jset #0` never holds; the first pass's peephole decides it
             // right after computing the dominators of its first round.
             if let Cond::Test(leaf) = &mut set {
-                leaf.late = Late::Early(false);
+                leaf.late = Late::Early {
+                    holds: false,
+                    round: 0,
+                };
             }
         }
         not(set)
@@ -1128,7 +1213,13 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
     // Two constants. Written as two numbers, libpcap's first pass decides
     // the jump (`opt_peep` on a constant accumulator and index register)
-    // and threads edges past it. Computed (`26 - 6`), they are constant
+    // and threads edges past it: in its first round for `>` and `>=`
+    // (`jgt x`: X becomes the jump's constant, and A is one), in its
+    // second for `=` (`sub x; jeq #0`: the first round only merges X into
+    // the jump, and A, the difference, is constant from the next). Edges
+    // the first round moved stay where it moved them: `not ip proto 6 and
+    // 16 = 10`, reached by two edges that each know IPv4, keeps its
+    // protocol test, whose load rejects a short packet. Computed (`26 - 6`), they are constant
     // only once its second pass folds the arithmetic: the block, loading
     // nothing, stays where the first pass left it, after the tests before
     // it, whose loads still reject a short packet.
@@ -1141,7 +1232,10 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
                 _ => a >= b,
             };
             Some(if literal {
-                Late::Early(holds)
+                Late::Early {
+                    holds,
+                    round: u64::from(cmp == Cmp::Eq),
+                }
             } else {
                 Late::Constant(holds)
             })
@@ -1163,9 +1257,35 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     // nothing: a left side that only the second pass makes a constant
     // (`9 >> 24`) is not the same value as that constant written out, so
     // a pull-up does not move a later `0 = arp[6:4]` above its guard.
-    let a = match lhs[..] {
-        [Op::Const(_)] => values.side(&lhs_ops),
-        _ => values.side(&lhs),
+    // A plain field (`ether[14:2]`, masked or not) is the value a
+    // comparison of that field with a number leaves ([`Acc::Field`]).
+    let field = match (&r.lhs[..], &lhs_ops[..]) {
+        ([Arith::Num(offset), Arith::Load(..)], &[_, Op::Load(base, size)]) => Some(Acc::Field {
+            base,
+            offset: *offset,
+            size,
+            mask: None,
+        }),
+        (
+            [
+                Arith::Num(offset),
+                Arith::Load(..),
+                Arith::Num(m),
+                Arith::Bin(ArithOp::And),
+            ],
+            &[_, Op::Load(base, size), ..],
+        ) => Some(Acc::Field {
+            base,
+            offset: *offset,
+            size,
+            mask: Some(*m),
+        }),
+        _ => None,
+    };
+    let a = match (field, &lhs[..]) {
+        (Some(field), _) => field,
+        (None, [Op::Const(_)]) => Acc::Value(values.side(&lhs_ops)),
+        (None, _) => Acc::Value(values.side(&lhs)),
     };
     let x = match rhs[..] {
         [Op::Const(_)] => None,
@@ -1397,7 +1517,7 @@ fn shift_cond(c: Cond, shift: u32, values: &mut Values) -> Cond {
                     Key::Raw { class: 0, .. } => continue,
                     Key::Raw { class, .. } => *class += 4 * shift,
                     Key::Prim { field, .. } => *field = new,
-                    Key::Arith { .. } => continue,
+                    Key::Arith { .. } | Key::Diff { .. } => continue,
                 }
                 leaf.test.field = new;
             }
@@ -1551,15 +1671,18 @@ impl Blocks {
 
     /// Each block's accumulator value as a number: two blocks leave the
     /// same value in the accumulator exactly when their numbers are equal
-    /// (the pull-ups compare them at every step of their walks).
-    fn a_values(&self) -> Vec<u32> {
+    /// (the pull-ups compare them at every step of their walks), in round
+    /// `round` of the first pass.
+    fn a_values(&self, round: u64) -> Vec<u32> {
         let mut numbers = HashMap::new();
         self.blocks
             .iter()
             .map(|b| match b {
                 Some(b) => {
                     let next = numbers.len() as u32;
-                    *numbers.entry(b.leaf.key.a_value()).or_insert(next)
+                    *numbers
+                        .entry(b.leaf.key.in_round(round).a_value())
+                        .or_insert(next)
                 }
                 None => u32::MAX,
             })
@@ -1608,8 +1731,8 @@ impl Blocks {
     /// value has the same outcome; after `A = a` held, `A = b` fails. The
     /// dominating edges are the path from edge node `e` to the root of
     /// `facts`; the first of them from the root that decides, decides.
-    fn decided(&self, child: NodeId, e: u32, facts: &FactTree) -> Option<bool> {
-        facts.decide(&self.block(child)?.leaf.key, e)
+    fn decided(&self, child: NodeId, e: u32, facts: &FactTree, round: u64) -> Option<bool> {
+        facts.decide(&self.block(child)?.leaf.key.in_round(round), e)
     }
 
     /// libpcap's first optimizer pass (`opt_loop(.., 0)`), to a fixed
@@ -1627,7 +1750,8 @@ impl Blocks {
     /// remain `O(n)` a block; past [`MAX_OPTIMIZER_WORK`] steps in all
     /// the filter is refused ([`Error::TooComplex`]).
     fn optimize(&mut self, root: NodeId) -> Result<(), Error> {
-        let a = self.a_values();
+        // A user's equality leaves another value in the first round.
+        let (a_first, a_later) = (self.a_values(0), self.a_values(1));
         // Steps of work: a round's blocks, each edge moved by opt_j, each
         // step of a pull-up's walk. A round moves some edge or is the last,
         // so the budget also bounds the rounds.
@@ -1638,7 +1762,7 @@ impl Blocks {
             work += n as u64;
             // Block dominator tree: node `n` is a virtual root.
             let mut dom = Lift::new(n + 1);
-            let mut facts = FactTree::new(n, &self.blocks);
+            let mut facts = FactTree::new(n, &self.blocks, round);
             let mut dom_acc: Vec<Option<u32>> = vec![None; n];
             let mut fact_acc: Vec<Option<u32>> = vec![None; n];
             let mut tip: Vec<Option<u32>> = vec![None; n];
@@ -1674,12 +1798,21 @@ impl Blocks {
             }
             facts.finish();
             let mut changed = false;
-            if round == 0 {
-                for &id in levels.iter().flatten() {
-                    let b = self.blocks[id as usize].as_mut().expect("a block");
-                    if let Late::Early(holds) = b.leaf.late {
+            for &id in levels.iter().flatten() {
+                let b = self.blocks[id as usize].as_mut().expect("a block");
+                if round == 0 && b.leaf.key.in_round(0) != b.leaf.key {
+                    // The peephole merges a user's equality's `sub x`
+                    // into its jump: another round.
+                    changed = true;
+                }
+                if let Late::Early { holds, round: at } = b.leaf.late {
+                    if at == round {
                         let to = if holds { b.then } else { b.els };
                         (b.then, b.els) = (to, to);
+                        changed = true;
+                    } else if at > round {
+                        // The peephole changed the block this round
+                        // (`sub x` merged into the jump): another round.
                         changed = true;
                     }
                 }
@@ -1698,7 +1831,7 @@ impl Blocks {
                             changed = true;
                         }
                         let e = FactTree::edge_node(id, holds);
-                        while let Some(out) = self.decided(succ, e, &facts) {
+                        while let Some(out) = self.decided(succ, e, &facts, round) {
                             work += 1;
                             succ = self.edge(succ, out);
                             changed = true;
@@ -1742,7 +1875,8 @@ impl Blocks {
             for list in levels.iter().skip(1) {
                 for &b in list {
                     for or in [true, false] {
-                        changed |= self.pullup(b, or, &preds[b as usize], &a, &mut work, dominates);
+                        let a = if round == 0 { &a_first } else { &a_later };
+                        changed |= self.pullup(b, or, &preds[b as usize], a, &mut work, dominates);
                     }
                     if work > MAX_OPTIMIZER_WORK {
                         return Err(Error::TooComplex {
@@ -1974,11 +2108,13 @@ impl FactTree {
         match &mut k {
             Key::Prim { value, .. } | Key::Raw { value, .. } => *value = 0,
             Key::Arith { k, .. } => *k = 0,
+            // The constant is part of the accumulator's value.
+            Key::Diff { .. } => {}
         }
         k
     }
 
-    fn new(n: usize, blocks: &[Option<Block>]) -> Self {
+    fn new(n: usize, blocks: &[Option<Block>], round: u64) -> Self {
         let mut groups = HashMap::new();
         let mut group = Vec::with_capacity(n);
         let mut value = Vec::with_capacity(n);
@@ -1986,8 +2122,9 @@ impl FactTree {
             match b {
                 Some(b) => {
                     let next = groups.len() as u32;
-                    group.push(*groups.entry(Self::group_key(&b.leaf.key)).or_insert(next));
-                    value.push(b.leaf.key.value());
+                    let key = b.leaf.key.in_round(round);
+                    group.push(*groups.entry(Self::group_key(&key)).or_insert(next));
+                    value.push(key.value());
                 }
                 None => {
                     group.push(u32::MAX);
@@ -2205,7 +2342,7 @@ fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
                 let node = b.test(leaf.test, map[to], map[to]);
                 (node, key, (ident[to], ident[to]), Some(leaf.test))
             }
-            Late::Keep | Late::Early(_) => {
+            Late::Keep | Late::Early { .. } => {
                 let key = (Some(leaf.test), leaf.test.cmp, 0, ident[t], ident[f]);
                 let node = b.test(leaf.test, map[t], map[f]);
                 (node, key, (ident[t], ident[f]), Some(leaf.test))
