@@ -1,5 +1,7 @@
 //! The CPUs a thread may run on (`sched_getaffinity`, `sched_setaffinity`),
-//! for measurements whose two threads must each have a core of their own.
+//! for measurements whose two threads must each have a core of their own,
+//! and a thread's priority ([`lower_priority`]), for the daemon's threads
+//! that must leave the engine's the CPU.
 //!
 //! Left to the scheduler, two threads that hand messages back and forth
 //! sometimes share one core: the kernel tends to wake a task on its waker's
@@ -80,9 +82,60 @@ pub fn restore(mask: &Mask) {
     }
 }
 
+/// Lowers the calling thread's priority to the nice value `nice` (Linux
+/// keeps one a thread: `setpriority(PRIO_PROCESS, gettid())`); a thread
+/// already at `nice` or lower in priority is left as it is, as raising a
+/// priority takes a privilege. Returns the thread's nice value after.
+pub fn lower_priority(nice: i32) -> std::io::Result<i32> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // getpriority returns -1 both for the value -1 and on failure: errno,
+    // cleared before, tells them apart.
+    // SAFETY: __errno_location returns this thread's errno; getpriority
+    // only reads its arguments.
+    let now = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, tid)
+    };
+    if now == -1 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(0) {
+            return Err(e);
+        }
+    }
+    if nice <= now {
+        return Ok(now);
+    }
+    // SAFETY: setpriority only reads its arguments.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(nice.min(19))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_lowers_its_own_priority_only() {
+        // SAFETY: getpriority only reads its arguments (0: this process,
+        // whose main thread's value the new thread started from).
+        let before = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let after = std::thread::spawn(move || {
+            let nice = lower_priority(before + 5).unwrap();
+            assert_eq!(nice, (before + 5).min(19));
+            // Asking for a higher priority leaves it.
+            assert_eq!(lower_priority(before).unwrap(), nice);
+            // SAFETY: as above, for this thread's id.
+            let mine = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as u32) };
+            assert_eq!(mine, nice);
+        })
+        .join();
+        after.unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, before);
+    }
 
     #[test]
     fn a_pinned_thread_runs_on_its_cpu_and_gets_its_mask_back() {

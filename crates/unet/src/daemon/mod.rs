@@ -87,7 +87,10 @@
 //!   is left and charged its thread CPU time after); past it
 //!   `InstallFilter`, `SetApplet` with an applet and `CreateEndpoint`
 //!   with one are refused ([`Refusal::CompileBudget`], with the wait).
-//!   The daemon
+//!   The connection threads run at [`ServeOptions::control_nice`] (19,
+//!   the lowest priority), so that compiles on many connections at once,
+//!   each within its process's budget, take only what the engine's
+//!   threads leave. The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
@@ -277,6 +280,18 @@ pub struct ServeOptions {
     /// Default 512 MiB: about 450 endpoints with the standard applet (its
     /// heap's budget of 1 MiB counted whole), or 95 with `Dear00`.
     pub max_applet_memory_per_peer: usize,
+    /// The nice value the daemon's connection threads run at. They do the
+    /// work clients ask for by request (compiling filters and applets,
+    /// building endpoints), while the engine's threads carry every
+    /// client's messages. A process's compile budget bounds its own
+    /// compiling, not that of many processes at once: on 2 cores four
+    /// connections compiling applets without pause held another client's
+    /// round trips up by as much as 36 ms. At 19, the lowest priority, the
+    /// scheduler gives that work what the engine's threads leave. A
+    /// thread is only ever lowered: a value above the daemon's own
+    /// priority leaves its threads as they are (raising takes a
+    /// privilege). Default 19.
+    pub control_nice: i32,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -296,6 +311,7 @@ impl Default for ServeOptions {
             compile_time_per_second: std::time::Duration::from_millis(250),
             max_code_per_peer: 8 << 20,
             max_applet_memory_per_peer: 512 << 20,
+            control_nice: 19,
             on_event: None,
         }
     }
@@ -322,6 +338,7 @@ impl std::fmt::Debug for ServeOptions {
                 "max_applet_memory_per_peer",
                 &self.max_applet_memory_per_peer,
             )
+            .field("control_nice", &self.control_nice)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -738,6 +755,9 @@ fn accept_loop(shared: &Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
             .spawn(move || {
+                // Below the engine's threads (`control_nice`); a system
+                // that refuses leaves the thread as it was.
+                let _ = crate::affinity::lower_priority(s.opts.control_nice);
                 s.event(Event::Connected { conn, pid });
                 Session {
                     shared: &s,
