@@ -219,6 +219,17 @@ impl Acc {
     }
 }
 
+/// What libpcap's second pass refuses in a comparison's arithmetic, and
+/// the round of that pass in which it does: the block must be reachable
+/// then. In round 0 that is every block the first pass left reachable; in
+/// a later one, a block the second pass has decided in its first round
+/// (a constant comparison) no longer leads to the blocks it cut off.
+#[derive(Clone, Copy, Debug)]
+struct Refusal {
+    reason: &'static str,
+    round: u32,
+}
+
 /// What libpcap's peephole optimizer decides about a test's jump, and
 /// when.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,10 +261,16 @@ struct Leaf {
     key: Key,
     invert: bool,
     late: Late,
+    /// The round of libpcap's second pass in which a [`Late::Constant`]
+    /// or [`Late::Decided`] jump goes one way: its constants are known in
+    /// that round (a test the second pass refuses later no longer
+    /// reaches what it cut off).
+    decided_in: u32,
     /// libpcap's optimizer refuses the filter if this test is still
-    /// reachable after its first pass (a computed comparison with a
-    /// constant zero divisor or an oversized shift): the column and why.
-    poison: Option<(usize, &'static str)>,
+    /// reachable when its second pass folds the arithmetic (a computed
+    /// comparison with a constant zero divisor or an oversized shift):
+    /// the column, and what and in which round of that pass.
+    poison: Option<(usize, Refusal)>,
 }
 
 /// A condition over tests, before it becomes a graph.
@@ -309,6 +326,7 @@ fn prim(field: Field, mask: u32, cmp: Cmp, value: u32) -> Cond {
         },
         invert: false,
         late: Late::Keep,
+        decided_in: 0,
         poison: None,
     })
 }
@@ -379,10 +397,12 @@ fn relation(
         key,
         invert: false,
         late: Late::Keep,
+        decided_in: 0,
         poison: None,
     };
     if mask == Some(0) {
-        // `and #0` makes A the constant 0: the load dies, the jump folds.
+        // `and #0` makes A the constant 0: the load dies, the jump folds,
+        // a round after `and x` became `and #0`.
         let holds = match cmp {
             Cmp::Eq => value == 0,
             Cmp::Gt => false,
@@ -390,6 +410,7 @@ fn relation(
             Cmp::Set => false,
         };
         leaf.late = Late::Constant(holds);
+        leaf.decided_in = 1;
     } else if let (Some(m), Cmp::Eq, 0) = (mask, cmp, value) {
         // `and #m; jeq #0` becomes `jset #m` with the edges swapped; and
         // `jset #0xffffffff` is taken as always true, load kept.
@@ -402,6 +423,7 @@ fn relation(
         leaf.invert = true;
         if m == u32::MAX {
             leaf.late = Late::Decided(false);
+            leaf.decided_in = 1;
         }
     }
     let c = Cond::Test(leaf);
@@ -1044,7 +1066,7 @@ fn value_ops(a: &[Arith], guards: &mut Vec<Cond>, d: u32) -> Vec<Op> {
 /// makes `*`, `/`, `%`, `&`, `<<` and `>>` the constant 0 and `+`, `|`,
 /// `^` the right operand. The loads of an operand folded away die (their
 /// guards stay).
-fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
+fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
     let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
     // For a constant operand on the stack (by its start in `out`): the
@@ -1114,15 +1136,24 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                 // the constant 0 without looking at the right operand.
                 let zero_first = a == Some(0) && b.is_some() && a_pass < b_pass;
                 // What `opt_stmt` refuses once the right operand is known.
+                // A zero divisor beside a dividend not yet known is first
+                // made an immediate (`div #0`), refused when the block is
+                // next visited, a round later; with both known `fold_op`
+                // refuses at once, as it does an oversized shift.
+                let divisor_first = a.is_none() || a_pass > b_pass;
                 let why = match (bin, b) {
                     _ if zero_first => None,
-                    (Op::Div, Some(0)) => Some("division by zero"),
-                    (Op::Mod, Some(0)) => Some("modulus by zero"),
+                    (Op::Div, Some(0)) => Some(("division by zero", divisor_first)),
+                    (Op::Mod, Some(0)) => Some(("modulus by zero", divisor_first)),
                     (Op::Shl | Op::Shr, Some(n)) if n > 31 && a.is_none() => {
-                        Some("shift by more than 31 bits")
+                        Some(("shift by more than 31 bits", false))
                     }
                     _ => None,
-                };
+                }
+                .map(|(reason, later)| Refusal {
+                    reason,
+                    round: b_pass + u32::from(later),
+                });
                 *refused = refused.or(why);
                 pass = a_pass.max(b_pass);
                 let k = match (a, b) {
@@ -1175,7 +1206,8 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
         known_in.insert(start, pass);
         stack.push((start, k));
     }
-    out
+    let pass = known_in.get(&0).copied().unwrap_or(0);
+    (out, pass)
 }
 
 /// Whether `ops` computes exactly one value (a whole operand).
@@ -1209,8 +1241,10 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     let mut guards = Vec::new();
     let mut refused = None;
     let lhs_ops = value_ops(&r.lhs, &mut guards, d);
-    let lhs = fold_values(lhs_ops.clone(), &mut refused);
-    let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
+    let (lhs, lhs_known) = fold_values(lhs_ops.clone(), &mut refused);
+    let (rhs, rhs_known) = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
+    // The round of the second pass in which both sides are known.
+    let mut decided_in = lhs_known.max(rhs_known);
     // Two constants. Written as two numbers, libpcap's first pass decides
     // the jump (`opt_peep` on a constant accumulator and index register)
     // and threads edges past it: in its first round for `>` and `>=`
@@ -1219,10 +1253,11 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     // the jump, and A, the difference, is constant from the next). Edges
     // the first round moved stay where it moved them: `not ip proto 6 and
     // 16 = 10`, reached by two edges that each know IPv4, keeps its
-    // protocol test, whose load rejects a short packet. Computed (`26 - 6`), they are constant
-    // only once its second pass folds the arithmetic: the block, loading
-    // nothing, stays where the first pass left it, after the tests before
-    // it, whose loads still reject a short packet.
+    // protocol test, whose load rejects a short packet. Computed (`26 -
+    // 6`), they are constant only once its second pass folds the
+    // arithmetic: the block, loading nothing, stays where the first pass
+    // left it, after the tests before it, whose loads still reject a short
+    // packet.
     let literal = matches!((&r.lhs[..], &r.rhs[..]), ([Arith::Num(_)], [Arith::Num(_)]));
     let decided = match (&lhs[..], &rhs[..]) {
         (&[Op::Const(a)], &[Op::Const(b)]) => {
@@ -1249,6 +1284,8 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         ([.., Op::Const(u32::MAX), Op::And], &[Op::Const(0)])
             if cmp == Cmp::Eq && lhs.len() > 2 =>
         {
+            // `sub #0` is merged into the jump first, `and #m` a round on.
+            decided_in += 1;
             Some(Late::Decided(false))
         }
         _ => None,
@@ -1330,7 +1367,8 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         },
         invert: false,
         late: decided.unwrap_or(Late::Keep),
-        poison: refused.map(|reason| (r.column, reason)),
+        decided_in,
+        poison: refused.map(|why| (r.column, why)),
     });
     guards.push(if negate { not(leaf) } else { leaf });
     Cond::And(guards)
@@ -1687,6 +1725,27 @@ impl Blocks {
                 None => u32::MAX,
             })
             .collect()
+    }
+
+    /// Which blocks are reachable from `root` in round `round` of the
+    /// second pass: a constant comparison it decided in an earlier round
+    /// jumps one way.
+    fn decided_reach(&self, root: NodeId, round: u32) -> Vec<bool> {
+        let mut seen = vec![false; self.blocks.len()];
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            let Some(b) = self.block(id) else { continue };
+            if std::mem::replace(&mut seen[id as usize], true) {
+                continue;
+            }
+            match b.leaf.late {
+                Late::Constant(holds) | Late::Decided(holds) if b.leaf.decided_in < round => {
+                    stack.push(if holds { b.then } else { b.els });
+                }
+                _ => stack.extend([b.then, b.els]),
+            }
+        }
+        seen
     }
 
     /// The blocks reachable from `root` grouped by level (the longest
@@ -2293,12 +2352,21 @@ fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     if let Err(e) = blocks.optimize(root) {
         return (Program::reject_all(), Some(e));
     }
-    let refused = blocks
-        .levels(root)
-        .iter()
-        .flatten()
-        .find_map(|&id| blocks.blocks[id as usize].and_then(|b| b.leaf.poison))
-        .map(|(column, reason)| Error::Arithmetic { column, reason });
+    // A poisoned block refuses the filter if it is reachable in the round
+    // that refuses it: the first pass's graph for round 0, with the second
+    // pass's earlier decisions after.
+    let mut reach: HashMap<u32, Vec<bool>> = HashMap::new();
+    let refused = (blocks.levels(root).iter().flatten()).find_map(|&id| {
+        let (column, why) = blocks.blocks[id as usize]?.leaf.poison?;
+        let reached = why.round == 0
+            || reach
+                .entry(why.round)
+                .or_insert_with(|| blocks.decided_reach(root, why.round))[id as usize];
+        reached.then_some(Error::Arithmetic {
+            column,
+            reason: why.reason,
+        })
+    });
     // The second pass (`opt_loop(..., 1)`) folds constants without
     // moving edges; then identical blocks merge.
     let mut b = Builder {
