@@ -923,7 +923,6 @@ fn a_process_holds_at_most_its_share_of_the_code_cache() {
 /// budget, the endpoint left as it was; closing or removing gives it back.
 #[test]
 fn a_process_holds_at_most_its_budget_of_applet_memory() {
-    const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
     let _s = serial();
     let engine = loop_engine(Budgets::default());
     let path = std::env::temp_dir().join(format!("unet-applet-mem-{}.sock", std::process::id()));
@@ -972,6 +971,132 @@ fn a_process_holds_at_most_its_budget_of_applet_memory() {
     refused(held[0].set_applet(Some(DEAR)).unwrap_err());
     drop(held.pop());
     held[0].set_applet(Some(DEAR)).unwrap();
+}
+
+/// The budgets per process do not bound a client that forks: 64
+/// processes of one connection each could hold 16 GiB of shared memory
+/// and 32 GiB of applets in the daemon within them. Three processes here,
+/// each within its own budgets, hold at most the daemon's totals
+/// (`ServeOptions::max_memory_total`, `max_applet_memory_total`), and
+/// what one gives back another may take.
+#[test]
+fn processes_together_hold_at_most_the_daemons_memory() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    engine.start(1).unwrap();
+    let path = std::env::temp_dir().join(format!("unet-attack-total-{}.sock", std::process::id()));
+    let (memory, applets) = (48u64 << 20, 30usize << 20);
+    let opts = ServeOptions {
+        max_memory_per_connection: 16 << 20,
+        max_memory_per_peer: 32 << 20,
+        max_memory_total: memory,
+        max_applet_memory_per_peer: 20 << 20,
+        max_applet_memory_total: applets,
+        compile_time_per_second: Duration::from_secs(100),
+        ..ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    // Shared memory: each hog asks for 160 MiB, its budget 32 MiB.
+    let mut hogs: Vec<(Kid, u64)> = (0..3)
+        .map(|_| {
+            let mut kid = Kid::spawn("hog", Some(&path));
+            let v = kid.expect("hogged", Duration::from_secs(60));
+            assert!(v[1] > 0, "each hog was refused past a budget");
+            (kid, v[0])
+        })
+        .collect();
+    let granted: u64 = hogs.iter().map(|h| h.1).sum();
+    let held = |engine: &Engine| -> u64 {
+        (engine.endpoints().into_iter())
+            .filter_map(|id| engine.port(id))
+            .map(|p| p.layout().total as u64)
+            .sum()
+    };
+    eprintln!("3 hogs granted {} KiB", granted >> 10);
+    assert!(granted <= memory, "{granted} bytes granted");
+    assert!(granted > 32 << 20, "more than one process's worth granted");
+    assert_eq!(held(&engine), granted, "the engine holds what was granted");
+    let client = Client::connect(&path).unwrap();
+    let big = Config {
+        buffers: 1024,
+        buffer_size: 4096,
+        free_depth: 1024,
+        ..Config::default()
+    };
+    let m = client.create_endpoint(big, None).unwrap_err().to_string();
+    assert!(
+        m.contains("all the daemon's clients") && m.contains(&memory.to_string()),
+        "{m}"
+    );
+    // Given back when a hog exits, and taken by another process.
+    hogs.sort_by_key(|h| h.1);
+    let (mut first, _) = hogs.pop().expect("three hogs");
+    first.say("exit");
+    first.finish(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ep = loop {
+        match client.create_endpoint(big, None) {
+            Ok(ep) => break ep,
+            Err(e) => assert!(Instant::now() < deadline, "never given back: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    drop(ep);
+    for (mut kid, _) in hogs {
+        kid.say("exit");
+        kid.finish(Duration::from_secs(10));
+    }
+    // Applets: each process may hold three `Dear00`s (5.2 MiB each), all
+    // of them together five.
+    let mut kids: Vec<Kid> = (0..3)
+        .map(|_| Kid::spawn("applet_hog", Some(&path)))
+        .collect();
+    let loaded: u64 = kids
+        .iter_mut()
+        .map(|k| k.expect("loaded", Duration::from_secs(60))[0])
+        .sum();
+    let each = (engine.endpoints().into_iter())
+        .find_map(|id| engine.with_applet(id, |ap| ap.memory_bytes()))
+        .expect("an applet loaded");
+    eprintln!("3 applet hogs loaded {loaded} of {each} bytes each");
+    assert_eq!(
+        loaded as usize,
+        applets / each,
+        "as many as the total holds"
+    );
+    let m = client
+        .create_endpoint(Config::default(), Some(DEAR))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        m.contains("all the daemon's clients") && m.contains(&applets.to_string()),
+        "{m}"
+    );
+    for mut kid in kids {
+        kid.say("exit");
+        kid.finish(Duration::from_secs(10));
+    }
+    server.shutdown();
+    engine.stop();
+}
+
+const DEAR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Dear00.class"));
+
+#[test]
+fn child_applet_hog() {
+    if !is_child("applet_hog") {
+        return;
+    }
+    let client = Client::connect(std::env::var("UNET_SOCKET").unwrap()).unwrap();
+    let mut eps = Vec::new();
+    for _ in 0..6 {
+        match client.create_endpoint(Config::default(), Some(DEAR)) {
+            Ok(ep) => eps.push(ep),
+            Err(e) => assert!(e.to_string().contains("budget"), "refused with {e}"),
+        }
+    }
+    tell(&format!("loaded {}", eps.len()));
+    wait_line();
 }
 
 // ---------------------------------------------------------------------------

@@ -72,7 +72,11 @@
 //!   [`ServeOptions::max_applet_memory_per_peer`] of the daemon's memory
 //!   and [`ServeOptions::max_code_per_peer`] of the JIT's code cache; past
 //!   either, a load (`SetApplet`, `CreateEndpoint` with an applet) is
-//!   refused naming the budget, the endpoint left as it was. Reading the engine's own counters takes the transport's
+//!   refused naming the budget, the endpoint left as it was. All the
+//!   clients together hold at most [`ServeOptions::max_memory_total`] of
+//!   shared memory and [`ServeOptions::max_applet_memory_total`] of
+//!   applets, so that a client that forks cannot exhaust the machine.
+//!   Reading the engine's own counters takes the transport's
 //!   lock, which the engine's threads take to send and receive, so a
 //!   process may do it ([`Op::EngineCounts`]) at most
 //!   [`ServeOptions::max_engine_counts_per_second`] times a second over
@@ -239,6 +243,10 @@ pub struct ServeOptions {
     pub max_memory_per_connection: u64,
     /// The same, over all the connections of one process. Default 1 GiB.
     pub max_memory_per_peer: u64,
+    /// The same, over all the daemon's clients: the budgets per process
+    /// do not bound a client that forks, and 64 connections of 256 MiB
+    /// are 16 GiB. Default 4 GiB; set it from the machine's memory.
+    pub max_memory_total: u64,
     /// Reads of the engine's own counters (`EngineCounts`) one process
     /// may make a second, over all its connections, and at most that many
     /// at once (each takes the transport's lock, which the data path
@@ -280,6 +288,11 @@ pub struct ServeOptions {
     /// Default 512 MiB: about 450 endpoints with the standard applet (its
     /// heap's budget of 1 MiB counted whole), or 95 with `Dear00`.
     pub max_applet_memory_per_peer: usize,
+    /// The same, over all the daemon's clients: 64 processes of one
+    /// connection each could hold 32 GiB within their budgets. Past it
+    /// loads are refused ([`EngineError::AppletMemoryTotal`]) as past a
+    /// process's. Default 2 GiB; set it from the machine's memory.
+    pub max_applet_memory_total: usize,
     /// The nice value the daemon's connection threads run at. They do the
     /// work clients ask for by request (compiling filters and applets,
     /// building endpoints), while the engine's threads carry every
@@ -307,10 +320,12 @@ impl Default for ServeOptions {
             max_endpoints: 64,
             max_memory_per_connection: 256 << 20,
             max_memory_per_peer: 1 << 30,
+            max_memory_total: 4 << 30,
             max_engine_counts_per_second: 100,
             compile_time_per_second: std::time::Duration::from_millis(250),
             max_code_per_peer: 8 << 20,
             max_applet_memory_per_peer: 512 << 20,
+            max_applet_memory_total: 2 << 30,
             control_nice: 19,
             on_event: None,
         }
@@ -328,6 +343,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_endpoints", &self.max_endpoints)
             .field("max_memory_per_connection", &self.max_memory_per_connection)
             .field("max_memory_per_peer", &self.max_memory_per_peer)
+            .field("max_memory_total", &self.max_memory_total)
             .field(
                 "max_engine_counts_per_second",
                 &self.max_engine_counts_per_second,
@@ -338,6 +354,7 @@ impl std::fmt::Debug for ServeOptions {
                 "max_applet_memory_per_peer",
                 &self.max_applet_memory_per_peer,
             )
+            .field("max_applet_memory_total", &self.max_applet_memory_total)
             .field("control_nice", &self.control_nice)
             .field("on_event", &self.on_event.is_some())
             .finish()
@@ -1068,12 +1085,19 @@ impl Session<'_> {
             ));
         }
         let mut conns = lock(&self.shared.conns);
+        let all = conns.peers.values().map(|p| p.memory).sum::<u64>() + size;
         let peer = conns.peers.entry(self.pid).or_default();
         if peer.memory + size > o.max_memory_per_peer {
             return Err(format!(
                 "an endpoint of {size} bytes would bring this process's shared memory to {} bytes, over its budget of {}",
                 peer.memory + size,
                 o.max_memory_per_peer
+            ));
+        }
+        if all > o.max_memory_total {
+            return Err(format!(
+                "an endpoint of {size} bytes would bring the shared memory of all the daemon's clients to {all} bytes, over its budget of {}",
+                o.max_memory_total
             ));
         }
         peer.memory += size;
@@ -1106,6 +1130,7 @@ impl Session<'_> {
         let memory = applet.memory_bytes();
         let code = applet.code();
         let mut conns = lock(&self.shared.conns);
+        let all = (conns.peers.values()).fold(memory, |sum, p| sum.saturating_add(p.applet_memory));
         let peer = conns.peers.entry(self.pid).or_default();
         let total = peer.applet_memory.saturating_add(memory);
         if total > o.max_applet_memory_per_peer {
@@ -1113,6 +1138,13 @@ impl Session<'_> {
                 bytes: memory,
                 total,
                 limit: o.max_applet_memory_per_peer,
+            });
+        }
+        if all > o.max_applet_memory_total {
+            return Err(EngineError::AppletMemoryTotal {
+                bytes: memory,
+                total: all,
+                limit: o.max_applet_memory_total,
             });
         }
         if let Some(code) = code.filter(|c| !peer.code.contains_key(&c.key)) {

@@ -147,6 +147,20 @@ pub enum EngineError {
         /// The budget.
         limit: usize,
     },
+    /// An applet's memory would bring the applets of all the daemon's
+    /// clients past its budget (`ServeOptions::max_applet_memory_total`):
+    /// the budget per process does not bound a client that forks.
+    #[error(
+        "an applet holding {bytes} bytes would bring the applets of all the daemon's clients to {total} bytes, over its budget of {limit}"
+    )]
+    AppletMemoryTotal {
+        /// The applet's memory (`jive::Applet::memory_bytes`).
+        bytes: usize,
+        /// All the clients' applets' with it.
+        total: usize,
+        /// The budget.
+        limit: usize,
+    },
     /// The endpoint holds as many filters as its budget allows
     /// ([`Budgets::filters`]), its channels' own included.
     #[error(
