@@ -35,6 +35,9 @@
 //!    are decided by the peephole in that round (`>`, `>=`) or the next
 //!    (`=`). A primitive's `and #m; jeq #0` is `jset #m` here,
 //!    and `jset #0` never holds, from the first round's edge moves on.
+//!    The pass ends at a fixed point, or, as libpcap's loop detection
+//!    ends it, after 100 rounds in a row that only moved edges (some
+//!    filters' edges move in a cycle).
 //! 2. Second pass (statements, `opt_loop(.., 1)`), which moves no edges:
 //!    a user's comparison masked with 0 has a constant accumulator, so
 //!    its load dies and its jump goes one way; `& m = 0` becomes
@@ -266,6 +269,11 @@ struct Leaf {
     /// that round (a test the second pass refuses later no longer
     /// reaches what it cut off).
     decided_in: u32,
+    /// The first rounds of libpcap's first pass in which its peephole
+    /// rewrites this block's statements (0 to 2): each such round is
+    /// progress to its loop detection, which otherwise ends the pass
+    /// after 100 rounds of edge moves alone.
+    peephole_rounds: u8,
     /// libpcap's optimizer refuses the filter if this test is still
     /// reachable when its second pass folds the arithmetic (a computed
     /// comparison with a constant zero divisor or an oversized shift):
@@ -327,6 +335,7 @@ fn prim(field: Field, mask: u32, cmp: Cmp, value: u32) -> Cond {
         invert: false,
         late: Late::Keep,
         decided_in: 0,
+        peephole_rounds: 0,
         poison: None,
     })
 }
@@ -343,6 +352,10 @@ fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
         eq(field, value)
     } else if value == 0 {
         let mut set = prim(field, !0, Cmp::Set, mask);
+        if let Cond::Test(leaf) = &mut set {
+            // `and #m; jeq #0` becomes `jset #m` in the first round.
+            leaf.peephole_rounds = 1;
+        }
         if mask == 0 {
             // `jset #0` never holds; the first pass's peephole decides it
             // right after computing the dominators of its first round.
@@ -398,6 +411,9 @@ fn relation(
         invert: false,
         late: Late::Keep,
         decided_in: 0,
+        // Its index, a constant, goes to X by `ld #k; st M; ldx M`: the
+        // first round makes that `st M; tax`, the second `ldx #k; txa`.
+        peephole_rounds: 2,
         poison: None,
     };
     if mask == Some(0) {
@@ -1210,6 +1226,36 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
     (out, pass)
 }
 
+/// Whether gencode moves a constant of `ops` into X (`ld #k; st M; ldx
+/// M`): a load's index or a binary operator's right operand. libpcap's
+/// peephole rewrites that in the first two rounds of its first pass; a
+/// constant left operand goes to A and only in the first.
+fn constant_to_x(ops: &[Op]) -> bool {
+    // Whether each operand on the stack is a constant written out.
+    let mut stack: Vec<bool> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Const(_) => stack.push(true),
+            Op::Len => stack.push(false),
+            Op::Load(..) | Op::Neg => {
+                let index = stack.pop().unwrap_or(false);
+                if matches!(op, Op::Load(..)) && index {
+                    return true;
+                }
+                stack.push(false);
+            }
+            _ => {
+                if stack.pop().unwrap_or(false) {
+                    return true;
+                }
+                stack.pop();
+                stack.push(false);
+            }
+        }
+    }
+    false
+}
+
 /// Whether `ops` computes exactly one value (a whole operand).
 fn single_operand(ops: &[Op]) -> bool {
     let mut depth = 0usize;
@@ -1242,7 +1288,8 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     let mut refused = None;
     let lhs_ops = value_ops(&r.lhs, &mut guards, d);
     let (lhs, lhs_known) = fold_values(lhs_ops.clone(), &mut refused);
-    let (rhs, rhs_known) = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
+    let rhs_ops = value_ops(&r.rhs, &mut guards, d);
+    let (rhs, rhs_known) = fold_values(rhs_ops.clone(), &mut refused);
     // The round of the second pass in which both sides are known.
     let mut decided_in = lhs_known.max(rhs_known);
     // Two constants. Written as two numbers, libpcap's first pass decides
@@ -1368,6 +1415,11 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         invert: false,
         late: decided.unwrap_or(Late::Keep),
         decided_in,
+        peephole_rounds: 1 + u8::from(
+            constant_to_x(&lhs_ops)
+                || constant_to_x(&rhs_ops)
+                || matches!(rhs_ops[..], [Op::Const(_)]),
+        ),
         poison: refused.map(|why| (r.column, why)),
     });
     guards.push(if negate { not(leaf) } else { leaf });
@@ -1815,8 +1867,17 @@ impl Blocks {
         // step of a pull-up's walk. A round moves some edge or is the last,
         // so the budget also bounds the rounds.
         let mut work = 0u64;
+        // libpcap's loop detection: rounds in a row that only moved edges.
+        let mut edge_moves_only = 0u32;
         for round in 0u64.. {
             let levels = self.levels(root);
+            // Progress other than edge moves, as libpcap counts it: its
+            // peephole's rewrites, a jump decided, a block whose edges
+            // agree skipped.
+            let mut progress = (levels.iter().flatten()).any(|&id| {
+                self.block(id)
+                    .is_some_and(|b| round < u64::from(b.leaf.peephole_rounds))
+            });
             let n = self.blocks.len();
             work += n as u64;
             // Block dominator tree: node `n` is a virtual root.
@@ -1867,6 +1928,7 @@ impl Blocks {
                 if let Late::Early { holds, round: at } = b.leaf.late {
                     if at == round {
                         let to = if holds { b.then } else { b.els };
+                        progress |= b.then != b.els;
                         (b.then, b.els) = (to, to);
                         changed = true;
                     } else if at > round {
@@ -1888,6 +1950,7 @@ impl Blocks {
                         if sb.then == sb.els {
                             succ = sb.then;
                             changed = true;
+                            progress = true;
                         }
                         let e = FactTree::edge_node(id, holds);
                         while let Some(out) = self.decided(succ, e, &facts, round) {
@@ -1950,6 +2013,12 @@ impl Blocks {
                 });
             }
             if !changed {
+                break;
+            }
+            // libpcap ends the pass after 100 rounds in a row of edge moves
+            // alone: it takes them for a cycle (they can be one).
+            edge_moves_only = if progress { 0 } else { edge_moves_only + 1 };
+            if edge_moves_only >= 100 {
                 break;
             }
         }
