@@ -29,9 +29,9 @@
 //!    `and_pullup`). A user's comparison (`ip[9] = 6`) loads through the
 //!    index register, so it never shares an accumulator value with a
 //!    primitive's test, while a field compared with a number and with a
-//!    computed value share one ([`Acc::Field`]). In the first round a
+//!    computed value share one (`Acc::Field`). In the first round a
 //!    user's equality is still `sub x; jeq #0`, its accumulator the
-//!    difference of its sides ([`Key::Diff`]), and two numbers compared
+//!    difference of its sides (`Key::Diff`), and two numbers compared
 //!    are decided by the peephole in that round (`>`, `>=`) or the next
 //!    (`=`). A primitive's `and #m; jeq #0` is `jset #m` here,
 //!    and `jset #0` never holds, from the first round's edge moves on.
