@@ -225,8 +225,9 @@ impl Acc {
 /// What libpcap's second pass refuses in a comparison's arithmetic, and
 /// the round of that pass in which it does: the block must be reachable
 /// then. In round 0 that is every block the first pass left reachable; in
-/// a later one, a block the second pass has decided in its first round
-/// (a constant comparison) no longer leads to the blocks it cut off.
+/// a later one, a constant comparison the second pass decided in an
+/// earlier round ([`Leaf::decided_in`]) no longer leads to the blocks it
+/// cut off.
 #[derive(Clone, Copy, Debug)]
 struct Refusal {
     reason: &'static str,
@@ -1994,10 +1995,10 @@ impl Blocks {
                         && tin[b as usize] <= tin[d as usize]
                         && tin[d as usize] <= tout[b as usize])
             };
+            let a = if round == 0 { &a_first } else { &a_later };
             for list in levels.iter().skip(1) {
                 for &b in list {
                     for or in [true, false] {
-                        let a = if round == 0 { &a_first } else { &a_later };
                         changed |= self.pullup(b, or, &preds[b as usize], a, &mut work, dominates);
                     }
                     if work > MAX_OPTIMIZER_WORK {
