@@ -1872,13 +1872,6 @@ impl Blocks {
         let mut edge_moves_only = 0u32;
         for round in 0u64.. {
             let levels = self.levels(root);
-            // Progress other than edge moves, as libpcap counts it: its
-            // peephole's rewrites, a jump decided, a block whose edges
-            // agree skipped.
-            let mut progress = (levels.iter().flatten()).any(|&id| {
-                self.block(id)
-                    .is_some_and(|b| round < u64::from(b.leaf.peephole_rounds))
-            });
             let n = self.blocks.len();
             work += n as u64;
             // Block dominator tree: node `n` is a virtual root.
@@ -1919,24 +1912,23 @@ impl Blocks {
             }
             facts.finish();
             let mut changed = false;
+            // Progress other than edge moves, as libpcap counts it: its
+            // peephole's rewrites, a jump decided, a block whose edges
+            // agree skipped. A rewrite is a change too, so the rounds that
+            // key a block by what the peephole has made of it all run.
+            let mut progress = false;
             for &id in levels.iter().flatten() {
                 let b = self.blocks[id as usize].as_mut().expect("a block");
-                if round == 0 && b.leaf.key.in_round(0) != b.leaf.key {
-                    // The peephole merges a user's equality's `sub x`
-                    // into its jump: another round.
-                    changed = true;
+                if round < u64::from(b.leaf.peephole_rounds) {
+                    (changed, progress) = (true, true);
                 }
-                if let Late::Early { holds, round: at } = b.leaf.late {
-                    if at == round {
-                        let to = if holds { b.then } else { b.els };
-                        progress |= b.then != b.els;
-                        (b.then, b.els) = (to, to);
-                        changed = true;
-                    } else if at > round {
-                        // The peephole changed the block this round
-                        // (`sub x` merged into the jump): another round.
-                        changed = true;
-                    }
+                if let Late::Early { holds, round: at } = b.leaf.late
+                    && at == round
+                {
+                    let to = if holds { b.then } else { b.els };
+                    progress |= b.then != b.els;
+                    (b.then, b.els) = (to, to);
+                    changed = true;
                 }
             }
             // opt_j, bottom-up.
