@@ -1075,52 +1075,210 @@ fn value_ops(a: &[Arith], guards: &mut Vec<Cond>, d: u32) -> Vec<Op> {
     ops
 }
 
+/// How an operand reaches its consumer, for the refusals inside it. A
+/// refused statement dies (libpcap's `opt_deadstores`) once every
+/// statement between it and a consumer that stopped reading it has died,
+/// one a round, and a statement dead before the refusal's round is never
+/// refused (`0 / (e % (f & 0))`: the division is the constant 0 in the
+/// second pass's first round, the modulus dies in its second, and would
+/// have been refused in its third).
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    /// Rounds from the consumer's death to the operand's top statement's,
+    /// by how libpcap's first pass left the operand reaching it: the right
+    /// operand through X (`tax`, then the top: [`LINK_X`]), the left one
+    /// through a scratch slot (`ld M`, `st M`, then the top:
+    /// [`LINK_SCRATCH`]) or straight in A when the right operand is a
+    /// number the consumer takes as an immediate (`op #k`, the `ld M` the
+    /// value A holds already and dropped: [`LINK_A`]); a negation's operand
+    /// in A; a load's index through X.
+    cost: u32,
+    /// The round from which the consumer, folded to a constant, no longer
+    /// reads its operands: as if it had died the round before.
+    fold: Option<u32>,
+    /// The round in which the consumer becomes a no-op (`add #0`, `or #0`,
+    /// `xor #0`, `lsh #0`, `rsh #0`), its left operand then read by what
+    /// read it.
+    nop: Option<u32>,
+}
+
+const LINK_X: u32 = 2;
+const LINK_SCRATCH: u32 = 3;
+const LINK_A: u32 = 1;
+
+impl Link {
+    /// A link with neither fold nor no-op.
+    fn new(cost: u32) -> Self {
+        Link {
+            cost,
+            fold: None,
+            nop: None,
+        }
+    }
+
+    /// A link to a consumer that folds in round `fold`, if it does.
+    fn folding(cost: u32, fold: Option<u32>) -> Self {
+        Link {
+            fold,
+            ..Link::new(cost)
+        }
+    }
+
+    /// The round the operand's top statement dies in, given its
+    /// consumer's (`i64::MAX / 4`: never).
+    fn death(self, above: i64) -> i64 {
+        let stops = self.fold.map_or(above, |f| above.min(i64::from(f) - 1));
+        let cost = i64::from(self.cost);
+        match self.nop {
+            // Until round `n` the operand feeds the consumer; from then
+            // on, whatever read the consumer.
+            Some(n) => (stops + cost).min(stops.max(i64::from(n)) + cost - 1),
+            None => stops + cost,
+        }
+    }
+}
+
+/// The operands of one side of a comparison, each with its consumer and
+/// how it reaches it, and the refusals made at them: whether a refusal is
+/// made is known only at the top, from every fold above it. Linear in the
+/// number of operands, however many refusals there are.
+#[derive(Default)]
+struct Chains {
+    /// Each operand's consumer and link (`None`: the top).
+    up: Vec<Option<(usize, Link)>>,
+    /// Each refusal and the operand whose statement it is, in the order
+    /// of the block's statements.
+    refusals: Vec<(Refusal, usize)>,
+}
+
+impl Chains {
+    fn node(&mut self) -> usize {
+        self.up.push(None);
+        self.up.len() - 1
+    }
+
+    /// `operand` read by `consumer` through `link`.
+    fn link(&mut self, operand: &Operand, consumer: usize, link: Link) {
+        // Read through X, a `txa` is where the `tax` after it, dropped as
+        // storing what X holds, was.
+        let link = match (operand.in_x, link.cost) {
+            (true, LINK_X) => Link { cost: 1, ..link },
+            _ => link,
+        };
+        self.up[operand.node] = Some((consumer, link));
+    }
+
+    /// The refusals made, the earliest round's first and of one round's
+    /// the first in the block, into `refused`. A consumer is created after
+    /// its operands, so one walk from the last down has each consumer's
+    /// death before its operands'.
+    fn settle(self, refused: &mut Option<Refusal>) {
+        const NEVER: i64 = i64::MAX / 4;
+        let mut death = vec![NEVER; self.up.len()];
+        for i in (0..self.up.len()).rev() {
+            if let Some((consumer, link)) = self.up[i] {
+                death[i] = link.death(death[consumer]);
+            }
+        }
+        for (r, node) in self.refusals {
+            if death[node] >= i64::from(r.round) {
+                *refused = Some(match *refused {
+                    Some(first) if first.round <= r.round => first,
+                    _ => r,
+                });
+            }
+        }
+    }
+}
+
+/// An operand on [`fold_values`]'s stack.
+struct Operand {
+    /// Its first op in the output.
+    start: usize,
+    /// Its value, if constant.
+    k: Option<u32>,
+    /// The pass in which libpcap first knows a constant `k`.
+    pass: u32,
+    /// A number as the user wrote it (an immediate to its consumer).
+    literal: bool,
+    /// Its value is X's, copied to A (`txa`, of `0 + e`) after `e`'s
+    /// `tax`.
+    in_x: bool,
+    /// Its top statement in [`Chains`].
+    node: usize,
+}
+
+impl Operand {
+    fn new(start: usize, k: Option<u32>, pass: u32, node: usize) -> Self {
+        Operand {
+            start,
+            k,
+            pass,
+            literal: false,
+            in_x: false,
+            node,
+        }
+    }
+}
+
 /// Constant folding as libpcap's second pass does it, after the guards
 /// are taken: an operator on two constants is a constant (but a zero
-/// divisor stays, and is reported in `refused`, for [`Leaf::poison`]); a
+/// divisor stays, and is reported in `refused`, for [`Leaf::poison`],
+/// unless a fold leaves it dead before its round: [`Link`]); a
 /// constant zero right operand
 /// makes `*` and `&` the constant 0, and a constant zero left operand
 /// makes `*`, `/`, `%`, `&`, `<<` and `>>` the constant 0 and `+`, `|`,
 /// `^` the right operand. The loads of an operand folded away die (their
-/// guards stay).
+/// guards stay). Of two refusals, `refused` keeps the earlier round's,
+/// and of one round's the one first in the block.
 fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
-    let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
-    // For a constant operand on the stack (by its start in `out`): the
-    // optimizer pass in which libpcap first knows it. Folding two
-    // constants is known at once; `e * 0` and `e & 0` (with `e` not
-    // constant) only a pass after their zero (the X operand becomes an
-    // immediate first), which decides whether `0 % (e * 0)` folds the
-    // accumulator's 0 first or sees the zero divisor.
-    let mut known_in: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+    let mut chains = Chains::default();
+    // The pass of a constant operand: folding two constants is known at
+    // once; `e * 0` and `e & 0` (with `e` not constant) only a pass after
+    // their zero (the X operand becomes an immediate first), which
+    // decides whether `0 % (e * 0)` folds the accumulator's 0 first or
+    // sees the zero divisor.
+    let mut stack: Vec<Operand> = Vec::new();
     for op in ops {
-        let mut pass = 0;
-        let (start, k) = match op {
-            Op::Const(k) => (out.len(), Some(k)),
-            Op::Len => (out.len(), None),
+        // An operand missing from the stack (never, for the parser's
+        // postfix) is one of its own with no value.
+        let pop = |stack: &mut Vec<Operand>, out: &Vec<Op>, chains: &mut Chains| {
+            stack
+                .pop()
+                .unwrap_or_else(|| Operand::new(out.len(), None, 0, chains.node()))
+        };
+        let node = chains.node();
+        let operand = match op {
+            Op::Const(k) => Operand {
+                literal: true,
+                ..Operand::new(out.len(), Some(k), 0, node)
+            },
+            Op::Len => Operand::new(out.len(), None, 0, node),
             Op::Load(LoadBase::At(at), size) => {
-                let (start, i) = stack.pop().unwrap_or((out.len(), None));
-                if let Some(i) = i {
+                let index = pop(&mut stack, &out, &mut chains);
+                let start = index.start;
+                if let Some(i) = index.k {
                     // A constant index makes the indexed load an absolute
                     // one, its offset summed modulo 2^32 (`ip[-13]` is
                     // frame byte 1).
+                    chains.link(&index, node, Link::folding(LINK_X, Some(index.pass)));
                     out.truncate(start);
                     out.extend([
                         Op::Const(0),
                         Op::Load(LoadBase::At(i.wrapping_add(at)), size),
                     ]);
-                    known_in.insert(start, 0);
-                    stack.push((start, None));
+                    stack.push(Operand::new(start, None, 0, node));
                     continue;
                 }
+                chains.link(&index, node, Link::new(LINK_X));
                 // `ld #c; add x; tax; ld [x + k]` becomes `tax; ld [x + (k +
                 // c)]` (libpcap's `opt_peep`): the constant moves into the
                 // offset, summed modulo 2^32, and the load's bounds check
                 // then takes it without wrapping (`ip[-37 + ip[15]]` reads
                 // nothing).
                 // Only `c + e`: `e + c` keeps its `add #c`.
-                let index = &out[start..];
-                let addend = match index {
+                let addend = match &out[start..] {
                     [Op::Const(c), rest @ .., Op::Add] if single_operand(rest) => {
                         Some((*c, start + 1..start + 1 + rest.len()))
                     }
@@ -1131,99 +1289,120 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
                     out.truncate(start);
                     out.extend(kept);
                     out.push(Op::Load(LoadBase::At(at.wrapping_add(c)), size));
-                    known_in.insert(start, 0);
-                    stack.push((start, None));
+                    stack.push(Operand::new(start, None, 0, node));
                     continue;
                 }
-                (start, None)
+                Operand::new(start, None, 0, node)
             }
-            Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
+            Op::Load(..) => {
+                let index = pop(&mut stack, &out, &mut chains);
+                chains.link(&index, node, Link::new(LINK_X));
+                Operand::new(index.start, None, 0, node)
+            }
             Op::Neg => {
-                let (start, k) = stack.pop().unwrap_or((out.len(), None));
-                pass = known_in.get(&start).copied().unwrap_or(0);
-                (start, k.map(u32::wrapping_neg))
+                let a = pop(&mut stack, &out, &mut chains);
+                let k = a.k.map(u32::wrapping_neg);
+                chains.link(&a, node, Link::folding(LINK_A, k.map(|_| a.pass)));
+                Operand::new(a.start, k, a.pass, node)
             }
             bin => {
-                let (b_start, b) = stack.pop().unwrap_or((out.len(), None));
-                let (start, a) = stack.pop().unwrap_or((out.len(), None));
-                let a_pass = known_in.get(&start).copied().unwrap_or(0);
-                let b_pass = known_in.get(&b_start).copied().unwrap_or(0);
+                let b = pop(&mut stack, &out, &mut chains);
+                let a = pop(&mut stack, &out, &mut chains);
+                let (start, b_start) = (a.start, b.start);
+                let (a_pass, b_pass) = (a.pass, b.pass);
                 // An accumulator known to be 0 before the right operand
                 // is: `opt_stmt` makes `*`, `/`, `%`, `&`, `<<` and `>>`
                 // the constant 0 without looking at the right operand.
-                let zero_first = a == Some(0) && b.is_some() && a_pass < b_pass;
+                let zero_first = a.k == Some(0) && b.k.is_some() && a_pass < b_pass;
                 // What `opt_stmt` refuses once the right operand is known.
                 // A zero divisor beside a dividend not yet known is first
                 // made an immediate (`div #0`), refused when the block is
                 // next visited, a round later; with both known `fold_op`
-                // refuses at once, as it does an oversized shift.
-                let divisor_first = a.is_none() || a_pass > b_pass;
-                let why = match (bin, b) {
+                // refuses at once. An oversized shift is refused as it is
+                // made an immediate; `fold_op` shifts all bits out.
+                let divisor_first = a.k.is_none() || a_pass > b_pass;
+                let why = match (bin, b.k) {
                     _ if zero_first => None,
                     (Op::Div, Some(0)) => Some(("division by zero", divisor_first)),
                     (Op::Mod, Some(0)) => Some(("modulus by zero", divisor_first)),
-                    (Op::Shl | Op::Shr, Some(n)) if n > 31 && a.is_none() => {
+                    (Op::Shl | Op::Shr, Some(n)) if n > 31 && divisor_first => {
                         Some(("shift by more than 31 bits", false))
                     }
                     _ => None,
+                };
+                if let Some((reason, later)) = why {
+                    let round = b_pass + u32::from(later);
+                    chains.refusals.push((Refusal { reason, round }, node));
                 }
-                .map(|(reason, later)| Refusal {
-                    reason,
-                    round: b_pass + u32::from(later),
-                });
-                *refused = refused.or(why);
-                pass = a_pass.max(b_pass);
-                let k = match (a, b) {
-                    (Some(0), Some(_))
-                        if zero_first
-                            && matches!(
-                                bin,
-                                Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
-                            ) =>
-                    {
-                        pass = a_pass;
-                        Some(0)
+                let absorbing = matches!(
+                    bin,
+                    Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
+                );
+                // The constant, the pass it is known in, and the round in
+                // which the consumer stops reading its operands.
+                let (k, pass, fold) = match (a.k, b.k) {
+                    (Some(0), Some(_)) if zero_first && absorbing => {
+                        (Some(0), a_pass, Some(a_pass))
                     }
-                    (Some(a), Some(b)) => {
-                        crate::ir::eval_value(&[Op::Const(a), Op::Const(b), bin], &[])
+                    // Known before the left operand, the zero makes `mul x`
+                    // `mul #0`, and that `ld #0` the round after.
+                    (Some(_), Some(0)) if matches!(bin, Op::Mul | Op::And) && a_pass > b_pass => {
+                        (Some(0), b_pass + 1, Some(b_pass + 1))
+                    }
+                    (Some(x), Some(y)) => {
+                        let pass = a_pass.max(b_pass);
+                        let k = crate::ir::eval_value(&[Op::Const(x), Op::Const(y), bin], &[]);
+                        (k, pass, k.map(|_| pass))
                     }
                     (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => {
-                        pass = b_pass + 1;
-                        Some(0)
+                        (Some(0), b_pass + 1, Some(b_pass + 1))
                     }
                     // An accumulator known to be 0: `opt_stmt` makes these
                     // the constant 0, and `0 + x`, `0 | x`, `0 ^ x` just x.
-                    (Some(0), _)
-                        if matches!(
-                            bin,
-                            Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
-                        ) =>
-                    {
-                        pass = a_pass;
-                        Some(0)
-                    }
+                    (Some(0), _) if absorbing => (Some(0), a_pass, Some(a_pass)),
                     (Some(0), None) if matches!(bin, Op::Add | Op::Or | Op::Xor) => {
+                        // `txa`: the right operand's value, through X (its
+                        // `tax`, then it); the left one unread from the
+                        // round its 0 is known.
                         out.drain(start..b_start);
-                        known_in.insert(start, 0);
-                        stack.push((start, None));
+                        chains.link(&a, node, Link::folding(LINK_SCRATCH, Some(a_pass)));
+                        chains.link(&b, node, Link::new(LINK_X));
+                        stack.push(Operand {
+                            in_x: true,
+                            ..Operand::new(start, None, 0, node)
+                        });
                         continue;
                     }
-                    _ => None,
+                    _ => (None, a_pass.max(b_pass), None),
                 };
-                (start, k)
+                // `e + 0`, `e | 0`, `e ^ 0`, `e << 0`, `e >> 0`: made an
+                // immediate once the 0 is known, and a no-op the round
+                // after.
+                let nop = (a.k.is_none()
+                    && b.k == Some(0)
+                    && matches!(bin, Op::Add | Op::Or | Op::Xor | Op::Shl | Op::Shr))
+                .then_some(b_pass + 1);
+                let a_link = Link {
+                    cost: if b.literal { LINK_A } else { LINK_SCRATCH },
+                    fold,
+                    nop,
+                };
+                chains.link(&a, node, a_link);
+                chains.link(&b, node, Link::folding(LINK_X, fold.or(nop)));
+                Operand::new(start, k, pass, node)
             }
         };
-        match k {
+        match operand.k {
             Some(k) => {
-                out.truncate(start);
+                out.truncate(operand.start);
                 out.push(Op::Const(k));
             }
             None => out.push(op),
         }
-        known_in.insert(start, pass);
-        stack.push((start, k));
+        stack.push(operand);
     }
-    let pass = known_in.get(&0).copied().unwrap_or(0);
+    chains.settle(refused);
+    let pass = stack.last().map_or(0, |top| top.pass);
     (out, pass)
 }
 
@@ -2416,19 +2595,24 @@ fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     }
     // A poisoned block refuses the filter if it is reachable in the round
     // that refuses it: the first pass's graph for round 0, with the second
-    // pass's earlier decisions after.
+    // pass's earlier decisions after. Of several, the earliest round's, and
+    // of one round's the first block libpcap visits (from the root's level
+    // down, `opt_blks`).
     let mut reach: HashMap<u32, Vec<bool>> = HashMap::new();
-    let refused = (blocks.levels(root).iter().flatten()).find_map(|&id| {
-        let (column, why) = blocks.blocks[id as usize]?.leaf.poison?;
-        let reached = why.round == 0
-            || reach
-                .entry(why.round)
-                .or_insert_with(|| blocks.decided_reach(root, why.round))[id as usize];
-        reached.then_some(Error::Arithmetic {
+    let refused = (blocks.levels(root).iter().rev().flatten())
+        .filter_map(|&id| {
+            let (column, why) = blocks.blocks[id as usize]?.leaf.poison?;
+            let reached = why.round == 0
+                || reach
+                    .entry(why.round)
+                    .or_insert_with(|| blocks.decided_reach(root, why.round))[id as usize];
+            reached.then_some((column, why))
+        })
+        .min_by_key(|(_, why)| why.round)
+        .map(|(column, why)| Error::Arithmetic {
             column,
             reason: why.reason,
-        })
-    });
+        });
     // The second pass (`opt_loop(..., 1)`) folds constants without
     // moving edges; then identical blocks merge.
     let mut b = Builder {
