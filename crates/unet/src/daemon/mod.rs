@@ -91,10 +91,12 @@
 //!   is left and charged its thread CPU time after); past it
 //!   `InstallFilter`, `SetApplet` with an applet and `CreateEndpoint`
 //!   with one are refused ([`Refusal::CompileBudget`], with the wait).
-//!   The connection threads run at [`ServeOptions::control_nice`] (19,
-//!   the lowest priority), so that compiles on many connections at once,
-//!   each within its process's budget, take only what the engine's
-//!   threads leave. The daemon
+//!   A connection compiles on a thread of its own at
+//!   [`ServeOptions::control_nice`] (19, the lowest priority), so that
+//!   compiles on many connections at once, each within its process's
+//!   budget, take only what the engine's threads leave; the connection's
+//!   thread does the rest at the daemon's priority, since some of it is
+//!   done under locks an engine thread takes too. The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
@@ -293,17 +295,21 @@ pub struct ServeOptions {
     /// loads are refused ([`EngineError::AppletMemoryTotal`]) as past a
     /// process's. Default 2 GiB; set it from the machine's memory.
     pub max_applet_memory_total: usize,
-    /// The nice value the daemon's connection threads run at. They do the
-    /// work clients ask for by request (compiling filters and applets,
-    /// building endpoints), while the engine's threads carry every
-    /// client's messages. A process's compile budget bounds its own
-    /// compiling, not that of many processes at once: on 2 cores four
+    /// The nice value the daemon compiles clients' filters and applets at,
+    /// each connection on a thread of its own, while the engine's threads
+    /// carry every client's messages. A process's compile budget bounds its
+    /// own compiling, not that of many processes at once: on 2 cores four
     /// connections compiling applets without pause held another client's
     /// round trips up by as much as 36 ms. At 19, the lowest priority, the
-    /// scheduler gives that work what the engine's threads leave. A
-    /// thread is only ever lowered: a value above the daemon's own
-    /// priority leaves its threads as they are (raising takes a
-    /// privilege). Default 19.
+    /// scheduler gives that work what the engine's threads leave. The
+    /// connection's own thread, which does the rest (an applet's
+    /// constructor and swap under its endpoint's locks, a filter's merge
+    /// into the table), stays at the daemon's priority: holding a lock an
+    /// engine thread waits for at the lowest, it was preempted for hundreds
+    /// of milliseconds beside busy processes. A thread is only ever
+    /// lowered: a value above the daemon's own priority leaves the
+    /// compiling threads as they are (raising takes a privilege). Default
+    /// 19.
     pub control_nice: i32,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
@@ -772,9 +778,6 @@ fn accept_loop(shared: &Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
             .spawn(move || {
-                // Below the engine's threads (`control_nice`); a system
-                // that refuses leaves the thread as it was.
-                let _ = crate::affinity::lower_priority(s.opts.control_nice);
                 s.event(Event::Connected { conn, pid });
                 Session {
                     shared: &s,
@@ -783,6 +786,7 @@ fn accept_loop(shared: &Arc<Shared>) {
                     owned: BTreeSet::new(),
                     memory: 0,
                     applets: HashMap::new(),
+                    compiler: Compiler::new(s.opts.control_nice, conn),
                 }
                 .run(stream);
                 let mut c = lock(&s.conns);
@@ -940,6 +944,93 @@ struct Session<'a> {
     memory: u64,
     /// What each owned endpoint's applet holds of its process's budgets.
     applets: HashMap<EndpointId, Held>,
+    /// Its compiling, below the engine's threads in priority.
+    compiler: Compiler,
+}
+
+/// A connection's compiling (its filters and applets, up to about a
+/// second each within dpf's and jive's limits) on a thread of its own at
+/// [`ServeOptions::control_nice`], started at the first compile: below the
+/// engine's threads, so that compiles on many connections at once take
+/// only what those threads leave. The connection's own thread stays at
+/// the daemon's priority for the rest, some of it under locks an engine
+/// thread takes too (an endpoint's side locks while an applet is swapped
+/// and constructed): at the lowest priority, a thread preempted with one
+/// held kept the engine thread waiting on it for as long as the scheduler
+/// left it off the processor, hundreds of milliseconds beside busy
+/// processes.
+struct Compiler {
+    nice: i32,
+    name: String,
+    jobs: Option<std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Compiler {
+    fn new(nice: i32, conn: u64) -> Self {
+        Compiler {
+            nice,
+            name: format!("unet-daemon-compile-{conn}"),
+            jobs: None,
+            thread: None,
+        }
+    }
+
+    /// Runs `job` on the compiling thread and returns what it gives, with
+    /// the CPU time it took there; an error if the thread cannot be
+    /// started or the job panicked.
+    fn run<T: Send + 'static>(
+        &mut self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<(T, std::time::Duration), String> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+            let start = crate::engine::thread_cpu_time();
+            let out = job();
+            let _ = tx.send((out, crate::engine::thread_cpu_time().saturating_sub(start)));
+        });
+        let job = match &self.jobs {
+            Some(jobs) => jobs.send(job).err().map(|e| e.0),
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            // Not started yet, or ended by a job's panic: a new one.
+            self.stop();
+            let (jobs, queue) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+            let nice = self.nice;
+            let thread = std::thread::Builder::new()
+                .name(self.name.clone())
+                .spawn(move || {
+                    // A system that refuses leaves the thread as it was.
+                    let _ = crate::affinity::lower_priority(nice);
+                    for job in queue {
+                        job();
+                        // As the connection's thread after a request
+                        // (`jive::jit::park`).
+                        jive::jit::park();
+                    }
+                })
+                .map_err(|e| format!("cannot start the compiling thread: {e}"))?;
+            jobs.send(job)
+                .map_err(|_| "the compiling thread ended".to_string())?;
+            (self.jobs, self.thread) = (Some(jobs), Some(thread));
+        }
+        rx.recv()
+            .map_err(|_| "compiling failed: the compiling thread ended".to_string())
+    }
+
+    fn stop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Compiler {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// What one endpoint's applet holds of its process's budgets
@@ -1187,15 +1278,39 @@ impl Session<'_> {
         }
     }
 
+    /// Verifies and compiles an applet for endpoint `id` (`None`: one
+    /// being created) on the connection's compiling thread ([`Compiler`]):
+    /// the applet and the CPU time it took, for [`Session::load_counted`]
+    /// to charge with the rest of the load. If it fails, that time is
+    /// charged here.
+    fn compile_applet(
+        &mut self,
+        id: Option<EndpointId>,
+        bytes: &[u8],
+    ) -> Result<(jive::Unconstructed, std::time::Duration), Failure> {
+        let (engine, bytes) = (self.shared.engine.clone(), bytes.to_vec());
+        let (compiled, cpu) = self
+            .compiler
+            .run(move || engine.compile_applet(id, &bytes))?;
+        match compiled {
+            Ok(applet) => Ok((applet, cpu)),
+            Err(e) => {
+                self.charge_compile(cpu);
+                Err(e.to_string().into())
+            }
+        }
+    }
+
     /// Runs `load`, an engine call that loads an applet and asks the
     /// admission it is given: the applet is counted against this
-    /// process's budgets ([`Session::hold_applet`]), and the call's thread
-    /// CPU time charged to its compile budget if `compiles`. What the call
-    /// gives, and what the applet holds (`None`: no applet loaded); if it
-    /// fails, nothing stays counted.
+    /// process's budgets ([`Session::hold_applet`]), and with `compiled`
+    /// (the compile's CPU time, [`Session::compile_applet`]) the call's
+    /// thread CPU time is charged to its compile budget with it. What the
+    /// call gives, and what the applet holds (`None`: no applet loaded);
+    /// if it fails, nothing stays counted.
     fn load_counted<T>(
         &self,
-        compiles: bool,
+        compiled: Option<std::time::Duration>,
         load: impl FnOnce(
             &mut dyn FnMut(&jive::Unconstructed) -> Result<(), EngineError>,
         ) -> Result<T, EngineError>,
@@ -1206,8 +1321,8 @@ impl Session<'_> {
             held = Some(self.hold_applet(a)?);
             Ok(())
         });
-        if compiles {
-            self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+        if let Some(cpu) = compiled {
+            self.charge_compile(cpu + crate::engine::thread_cpu_time().saturating_sub(start));
         }
         match loaded {
             Ok(t) => Ok((t, held)),
@@ -1286,13 +1401,20 @@ impl Session<'_> {
                     .total as u64;
                 // An applet given here is loaded as `SetApplet` loads
                 // one: admitted and charged to the same budget.
-                let compiles = applet.is_some();
-                if compiles {
+                if applet.is_some() {
                     self.admit_compile()?;
                 }
                 self.charge(size)?;
-                let created = self.load_counted(compiles, |admit| {
-                    engine.create_port_admitted(config, applet, admit)
+                let compiled = match applet.map(|a| self.compile_applet(None, a)).transpose() {
+                    Ok(compiled) => compiled,
+                    Err(e) => {
+                        self.release(size);
+                        return Err(e);
+                    }
+                };
+                let cpu = compiled.as_ref().map(|c| c.1);
+                let created = self.load_counted(cpu, |admit| {
+                    engine.create_port_compiled(config, compiled.map(|c| c.0), admit)
                 });
                 let (port, held) = match created {
                     Ok(created) => created,
@@ -1330,13 +1452,21 @@ impl Session<'_> {
             } => {
                 self.mine(id)?;
                 self.admit_compile()?;
+                // Parsed and compiled on the compiling thread, installed
+                // (the table merged) here; both charged.
+                let text = text.to_string();
+                let (prepared, cpu) = self.compiler.run(move || {
+                    confine_filter(&text, id).and_then(|confined| {
+                        dpf::Table::prepare(&confined).map_err(|e| err(e.into()))
+                    })
+                })?;
                 let start = crate::engine::thread_cpu_time();
-                let fid = confine_filter(text, id).and_then(|confined| {
+                let fid = prepared.and_then(|filter| {
                     engine
-                        .install_filter(id, chan, &confined, priority)
+                        .install_prepared_filter(id, chan, filter, priority)
                         .map_err(err)
                 });
-                self.charge_compile(crate::engine::thread_cpu_time().saturating_sub(start));
+                self.charge_compile(cpu + crate::engine::thread_cpu_time().saturating_sub(start));
                 (fid?.0.to_le_bytes().to_vec(), None)
             }
             Request::RemoveFilter { id, filter } => {
@@ -1351,13 +1481,16 @@ impl Session<'_> {
                 // Verifying and compiling an applet takes the connection
                 // thread's CPU as a filter does (up to about 0.4 s within
                 // jive's limits): the same budget. Removing one is free.
-                let charged = applet.is_some();
-                if charged {
+                if applet.is_some() {
                     self.admit_compile()?;
                 }
+                let compiled = applet
+                    .map(|a| self.compile_applet(Some(id), a))
+                    .transpose()?;
+                let cpu = compiled.as_ref().map(|c| c.1);
                 let ((), held) = self
-                    .load_counted(charged, |admit| {
-                        engine.set_applet_admitted(id, applet, admit)
+                    .load_counted(cpu, |admit| {
+                        engine.set_applet_compiled(id, compiled.map(|c| c.0), admit)
                     })
                     .map_err(err)?;
                 self.runs_applet(id, held);

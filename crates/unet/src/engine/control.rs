@@ -28,13 +28,41 @@ impl Engine {
         applet: Option<&[u8]>,
         admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
     ) -> Result<Arc<Port>, EngineError> {
-        let layout = Layout::new(config)?;
-        let budgets = self.inner.budgets;
+        Layout::new(config)?;
         // Before the control lock, which every client's control
-        // operations take ([`compile_applet`]).
+        // operations take ([`Engine::compile_applet`]).
         let applet = applet
-            .map(|bytes| compile_applet(bytes, &budgets))
+            .map(|bytes| self.compile_applet(None, bytes))
             .transpose()?;
+        self.create_port_compiled(config, applet, admit)
+    }
+
+    /// Verifies an applet and compiles its code for endpoint `id` (`None`:
+    /// for one not yet created), touching nothing of the engine's: all of
+    /// a load's cost but its constructor's, which fuel bounds. The rest is
+    /// [`Engine::create_port_compiled`] or [`Engine::set_applet_compiled`];
+    /// a caller that wants this work below the engine's threads in
+    /// priority (the daemon) runs it on a thread of its own.
+    pub fn compile_applet(
+        &self,
+        id: Option<EndpointId>,
+        bytes: &[u8],
+    ) -> Result<jive::Unconstructed, EngineError> {
+        match id {
+            Some(id) => compile_applet(bytes, &self.port_or_err(id)?.budgets),
+            None => compile_applet(bytes, &self.inner.budgets),
+        }
+    }
+
+    /// [`Engine::create_port_admitted`] with its applet compiled already
+    /// ([`Engine::compile_applet`] with `None`).
+    pub fn create_port_compiled(
+        &self,
+        config: Config,
+        applet: Option<jive::Unconstructed>,
+        admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
+    ) -> Result<Arc<Port>, EngineError> {
+        let layout = Layout::new(config)?;
         if let Some(a) = &applet {
             admit(a)?;
         }
@@ -491,9 +519,24 @@ impl Engine {
         filter: &str,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
-        let port = self.port_or_err(id)?;
+        self.port_or_err(id)?;
         // Compiled before the engine-wide lock: see `Engine::install`.
         let filter = dpf::Table::prepare(filter)?;
+        self.install_prepared_filter(id, chan, filter, priority)
+    }
+
+    /// [`Engine::install_filter`] with the filter compiled already
+    /// (`dpf::Table::prepare`, which touches nothing of the engine's: a
+    /// caller that wants it below the engine's threads in priority, the
+    /// daemon, runs it on a thread of its own).
+    pub fn install_prepared_filter(
+        &self,
+        id: EndpointId,
+        chan: u16,
+        filter: dpf::Prepared,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        let port = self.port_or_err(id)?;
         let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
         self.within_filter_budget(id, &filters)?;
@@ -547,12 +590,23 @@ impl Engine {
         applet: Option<&[u8]>,
         admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
     ) -> Result<(), EngineError> {
-        let port = self.port_or_err(id)?;
         // Compiled before the endpoint's locks are taken, which an engine
-        // thread delivering to it waits for ([`compile_applet`]).
+        // thread delivering to it waits for ([`Engine::compile_applet`]).
         let applet = applet
-            .map(|bytes| compile_applet(bytes, &port.budgets))
+            .map(|bytes| self.compile_applet(Some(id), bytes))
             .transpose()?;
+        self.set_applet_compiled(id, applet, admit)
+    }
+
+    /// [`Engine::set_applet_admitted`] with the applet compiled already
+    /// ([`Engine::compile_applet`] with `Some(id)`).
+    pub fn set_applet_compiled(
+        &self,
+        id: EndpointId,
+        applet: Option<jive::Unconstructed>,
+        admit: impl FnOnce(&jive::Unconstructed) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        let port = self.port_or_err(id)?;
         if let Some(a) = &applet {
             admit(a)?;
         }
