@@ -1478,9 +1478,10 @@ impl Session<'_> {
             }
             Request::SetApplet { id, applet } => {
                 self.mine(id)?;
-                // Verifying and compiling an applet takes the connection
-                // thread's CPU as a filter does (up to about 0.4 s within
-                // jive's limits): the same budget. Removing one is free.
+                // Verifying and compiling an applet takes CPU as a
+                // filter does (up to about 0.4 s within jive's limits), on
+                // the compiling thread, and its constructor some on this
+                // one: the same budget. Removing one is free.
                 if applet.is_some() {
                     self.admit_compile()?;
                 }
