@@ -994,7 +994,7 @@ impl Compiler {
             None => Some(job),
         };
         if let Some(job) = job {
-            // Not started yet, or ended by a job's panic: a new one.
+            // Not started yet, or ended: a new one.
             self.stop();
             let (jobs, queue) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
             let nice = self.nice;
@@ -1015,8 +1015,12 @@ impl Compiler {
                 .map_err(|_| "the compiling thread ended".to_string())?;
             (self.jobs, self.thread) = (Some(jobs), Some(thread));
         }
-        rx.recv()
-            .map_err(|_| "compiling failed: the compiling thread ended".to_string())
+        rx.recv().map_err(|_| {
+            // The job panicked: the thread is ending; the next compile
+            // starts another.
+            self.stop();
+            "compiling failed: the compiling thread ended".to_string()
+        })
     }
 
     fn stop(&mut self) {
@@ -1822,6 +1826,32 @@ mod tests {
         assert!(p.take_count(3, much_later).is_err());
         // A budget of 0 refuses every read.
         assert!(PeerUse::default().take_count(0, t0).is_err());
+    }
+
+    /// A connection's compiling thread runs at its nice value while the
+    /// connection's stays where it was, gives each job's result and CPU
+    /// time, and a job that panics ends only that thread: the error is
+    /// the request's, and the next compile starts a new one.
+    #[test]
+    fn a_connection_compiles_below_itself_and_survives_a_compile_that_panics() {
+        // `lower_priority` to the highest priority changes nothing and
+        // says where the thread is.
+        let nice = || crate::affinity::lower_priority(-20).unwrap();
+        let ours = nice();
+        let mut c = Compiler::new(19, 0);
+        let (theirs, _) = c.run(nice).unwrap();
+        assert_eq!(theirs, ours.max(19));
+        assert_eq!(nice(), ours, "the connection's thread keeps its priority");
+        let (sum, cpu) = c
+            .run(|| (0..20_000_000u64).fold(0u64, |s, i| s.wrapping_add(i * i)))
+            .unwrap();
+        assert_ne!(sum, 0);
+        assert!(cpu > std::time::Duration::ZERO, "{cpu:?}");
+        let e = c
+            .run(|| -> u32 { panic!("a bug in a compiler") })
+            .unwrap_err();
+        assert!(e.contains("compiling thread ended"), "{e}");
+        assert_eq!(c.run(|| 7).unwrap().0, 7);
     }
 
     #[test]
