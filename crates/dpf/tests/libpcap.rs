@@ -874,12 +874,12 @@ fn a_refusal_whose_statement_dies_first_is_never_made() {
             None,
         ),
         // The modulus is the division's right operand: dead in round 1,
-        // refused in round 2.
+        // the round before the one that would refuse it.
         ("ip and 0 / (ip[21] % (ip[16:4] & 0)) != ip[2]", None),
         ("ip and 0 * (ip[21] % (ip[16:4] & 0)) != ip[2]", None),
         ("ip and ip[2] + 0 / (ip[21] % (ip[16:4] & 0)) > 3", None),
         // A zero the left operand holds only from round 1 folds a round
-        // later: the modulus dies in round 2, as it is refused.
+        // later: the modulus is refused in round 2 before it dies there.
         (
             "ip and (ip[3] & 0) / (ip[21] % (ip[16:4] & 0)) != ip[2]",
             modulus,
