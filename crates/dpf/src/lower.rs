@@ -1197,7 +1197,11 @@ struct Operand {
     start: usize,
     /// Its value, if constant.
     k: Option<u32>,
-    /// The pass in which libpcap first knows a constant `k`.
+    /// The pass in which libpcap first knows a constant `k`: folding two
+    /// constants is known at once; `e * 0` and `e & 0` (with `e` not yet
+    /// constant) only a pass after their zero (the X operand becomes an
+    /// immediate first), which decides whether `0 % (e * 0)` folds the
+    /// accumulator's 0 first or sees the zero divisor.
     pass: u32,
     /// A number as the user wrote it (an immediate to its consumer).
     literal: bool,
@@ -1234,20 +1238,15 @@ impl Operand {
 fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
     let mut chains = Chains::default();
-    // The pass of a constant operand: folding two constants is known at
-    // once; `e * 0` and `e & 0` (with `e` not constant) only a pass after
-    // their zero (the X operand becomes an immediate first), which
-    // decides whether `0 % (e * 0)` folds the accumulator's 0 first or
-    // sees the zero divisor.
     let mut stack: Vec<Operand> = Vec::new();
+    // An operand missing from the stack (never, for the parser's postfix)
+    // is one of its own with no value.
+    let pop = |stack: &mut Vec<Operand>, out: &Vec<Op>, chains: &mut Chains| {
+        stack
+            .pop()
+            .unwrap_or_else(|| Operand::new(out.len(), None, 0, chains.node()))
+    };
     for op in ops {
-        // An operand missing from the stack (never, for the parser's
-        // postfix) is one of its own with no value.
-        let pop = |stack: &mut Vec<Operand>, out: &Vec<Op>, chains: &mut Chains| {
-            stack
-                .pop()
-                .unwrap_or_else(|| Operand::new(out.len(), None, 0, chains.node()))
-        };
         let node = chains.node();
         let operand = match op {
             Op::Const(k) => Operand {
@@ -1344,18 +1343,16 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
                     (Some(0), Some(_)) if zero_first && absorbing => {
                         (Some(0), a_pass, Some(a_pass))
                     }
-                    // Known before the left operand, the zero makes `mul x`
-                    // `mul #0`, and that `ld #0` the round after.
-                    (Some(_), Some(0)) if matches!(bin, Op::Mul | Op::And) && a_pass > b_pass => {
+                    // Known before the left operand (which may become a
+                    // constant later), the zero makes `mul x` `mul #0`, and
+                    // that `ld #0` the round after.
+                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) && divisor_first => {
                         (Some(0), b_pass + 1, Some(b_pass + 1))
                     }
                     (Some(x), Some(y)) => {
                         let pass = a_pass.max(b_pass);
                         let k = crate::ir::eval_value(&[Op::Const(x), Op::Const(y), bin], &[]);
                         (k, pass, k.map(|_| pass))
-                    }
-                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => {
-                        (Some(0), b_pass + 1, Some(b_pass + 1))
                     }
                     // An accumulator known to be 0: `opt_stmt` makes these
                     // the constant 0, and `0 + x`, `0 | x`, `0 ^ x` just x.
