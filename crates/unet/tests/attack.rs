@@ -1272,6 +1272,103 @@ fn a_connection_holds_no_lock_at_the_lowest_priority() {
     );
 }
 
+/// An applet's constructor runs under its endpoint's side locks when the
+/// applet comes with `set_applet` (attack 7l), bounded, the notes said, by
+/// its fuel. But the natives, which bound an invocation's work by the
+/// thread's CPU time every 256 units of it (a call, or 4 KiB moved), never
+/// read the clock in a constructor: `CopyInit`'s, one call copying 512 KiB
+/// a unit of fuel, ran its 100,000 units, 1.2 s, holding the locks, and an
+/// engine thread delivering to the endpoint waited with every endpoint it
+/// serves. Now the initializers are bounded as an invocation is, by
+/// `Budgets::applet_time` (1 ms) past their first 256 units of native
+/// work: the load fails with the time budget's error, not out of fuel.
+#[test]
+fn an_applets_constructor_works_within_the_time_budget() {
+    const COPY_INIT: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/CopyInit.class"));
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let path = std::env::temp_dir().join(format!("unet-ctor-time-{}.sock", std::process::id()));
+    let _server = daemon::serve_with(engine.clone(), &path, ServeOptions::default()).unwrap();
+    let (mut a, mut b, ab, ba) = client_pair(&engine, None);
+    // The hostile endpoint, the daemon's, fed without pause by an
+    // endpoint of the engine's: the engine thread delivers to it all
+    // along, taking its locks.
+    let client = Client::connect(&path).unwrap();
+    let mut h = client.create_endpoint(Config::default(), None).unwrap();
+    h.set_drive(false);
+    let mut sender = engine.create_endpoint(Config::default(), None).unwrap();
+    sender.set_drive(false);
+    let to_h = sender.open_channel(engine.local(), h.id()).unwrap();
+    let h_to = h.open_channel(engine.local(), sender.id()).unwrap();
+    engine.start(1).unwrap();
+    let feeder = Feeder::start(vec![(sender, to_h)], Duration::from_micros(50), true);
+    let loader = std::thread::spawn(move || {
+        let (mut errors, mut waits) = (Vec::new(), 0);
+        let end = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < end {
+            match h.set_applet(Some(COPY_INIT)) {
+                // Within the process's compile budget, which a refusal
+                // names with its wait.
+                Err(unet::EngineError::Refused(_)) => {
+                    waits += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => errors.push(r),
+            }
+        }
+        (errors, waits, h)
+    });
+    let mut trips = Vec::new();
+    let mut i = 0u64;
+    while !loader.is_finished() {
+        i += 1;
+        trips.push(round_trip(&mut a, ab, &mut b, ba, i));
+    }
+    let (errors, waits, mut h) = loader.join().unwrap();
+    let (mut sender, to_h) = feeder.stop().pop().unwrap();
+    trips.sort();
+    let n = trips.len();
+    let stalled = trips
+        .iter()
+        .filter(|&&t| t >= Duration::from_millis(100))
+        .count();
+    eprintln!(
+        "{} loads of CopyInit ({waits} waits for the budget); {n} round trips beside them: \
+         median {:?}, p99 {:?}, max {:?}, {stalled} of 100 ms or more",
+        errors.len(),
+        trips[n / 2],
+        trips[n * 99 / 100],
+        trips[n - 1],
+    );
+    assert!(errors.len() >= 4, "{} loads", errors.len());
+    for r in &errors {
+        let Err(e) = r else {
+            panic!("CopyInit's constructor returned");
+        };
+        assert!(
+            e.to_string().contains("time per invocation"),
+            "the constructor ended by its time budget, not by: {e}"
+        );
+    }
+    // A load held the locks for its whole fuel, 1.2 s; the machine's
+    // scheduler alone may hold a thread for tens of ms.
+    assert!(
+        stalled <= errors.len() / 4,
+        "{stalled} round trips took 100 ms or more while {} loads ran (longest {:?})",
+        errors.len(),
+        trips[n - 1]
+    );
+    // Each load left the endpoint as it was: without an applet, its
+    // messages delivered and sent.
+    sender.send(to_h, b"after").unwrap();
+    while recv(&mut h, "the message after the loads") != b"after" {}
+    h.send(h_to, b"back").unwrap();
+    while recv(&mut sender, "the answer") != b"back" {}
+    engine.stop();
+    drop((h, client));
+}
+
 // ---------------------------------------------------------------------------
 // Applets loaded while others are served.
 
@@ -1286,8 +1383,8 @@ fn a_connection_holds_no_lock_at_the_lowest_priority() {
 /// a loop, half on an endpoint its own traffic keeps busy and half with
 /// new endpoints, stalled another client's round trips and filter installs
 /// for the length of a load. Now the applet is verified and compiled
-/// before any lock is taken; only its constructor, which fuel bounds, runs
-/// under them. And jive builds code without its registry's lock, which an
+/// before any lock is taken; only its constructor, which fuel and the time
+/// budget bound (attack 7m), runs under them. And jive builds code without its registry's lock, which an
 /// applet's drop takes: a drop under an endpoint's locks (its applet
 /// removed) waited for another client's build.
 #[test]

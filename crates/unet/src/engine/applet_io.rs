@@ -1990,8 +1990,8 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
 }
 
 /// Verifies an applet and compiles its code for an endpoint with
-/// `budgets`: all of a load's cost but the constructor's, which fuel
-/// bounds. It touches no endpoint, so it runs before any of the engine's
+/// `budgets`: all of a load's cost but the constructor's, which fuel and
+/// the time budget bound (`Budgets::applet_time`). It touches no endpoint, so it runs before any of the engine's
 /// locks is taken (up to about 0.4 s for a class within jive's limits;
 /// under the control lock or an endpoint's side lock it held up every
 /// client or the engine thread delivering to that endpoint).
@@ -2042,10 +2042,14 @@ pub(super) fn load_applet(applet: jive::Unconstructed, io: &mut Io) -> Result<Lo
 /// [`load_applet`] under a lent run.
 fn construct(applet: jive::Unconstructed, io: &mut Io) -> Result<Loaded, EngineError> {
     let max_message = io.framer.max_message;
-    // Constructors are bounded by fuel alone, as they always were (their
-    // time once included the JIT's compilation).
+    // The initializers are bounded as an invocation is, together: each by
+    // its fuel, and both, past their first `TIME_CHECK_EVERY` units of
+    // native work, by `applet_time`. Until 2026-12-07 the natives never
+    // read the clock here (a constructor's time once included the JIT's
+    // compilation, which now runs before, in `compile_applet`), so a
+    // constructor copying 512 KiB a native call ran its 100,000 units of
+    // fuel, 1.2 s, under the endpoint's side locks (attack 7m).
     let lent = io.begin();
-    io.inv.words.bound = u64::MAX;
     let loaded = applet.construct(Some(&mut *io));
     io.end(lent);
     // What the constructor received is the application's now.

@@ -39,7 +39,8 @@ impl Engine {
 
     /// Verifies an applet and compiles its code for endpoint `id` (`None`:
     /// for one not yet created), touching nothing of the engine's: all of
-    /// a load's cost but its constructor's, which fuel bounds. The rest is
+    /// a load's cost but its constructor's, which fuel and the time budget
+    /// bound (`Budgets::applet_time`). The rest is
     /// [`Engine::create_port_compiled`] or [`Engine::set_applet_compiled`];
     /// a caller that wants this work below the engine's threads in
     /// priority (the daemon) runs it on a thread of its own.
@@ -68,7 +69,8 @@ impl Engine {
         }
         // The slot and id are taken under the control lock, the endpoint
         // built without it (its segment, and the applet's constructor,
-        // which fuel bounds to milliseconds), and published under it.
+        // which fuel and the time budget bound to milliseconds), and
+        // published under it.
         let (slot, id) = {
             let mut control = lock(&self.inner.control);
             let ports = self.inner.ports.load_full();

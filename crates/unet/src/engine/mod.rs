@@ -623,12 +623,15 @@ pub struct Budgets {
     /// back edge's own loop, instead of the program's longest, would bound
     /// it nearer the 50 µs without cutting any applet's fuel.
     pub applet_ops: u64,
-    /// Time of one invocation. The natives check it (after the first 256
-    /// units of native work of an invocation, then every 256: a unit is a
-    /// call or 4 KiB moved; the thread's CPU time from the first check
-    /// on, so time the system spends preempting it does not count), so an
-    /// applet that loops through the natives traps once it is spent;
-    /// compute between two natives is bounded by the fuel. Default 1 ms:
+    /// Time of one invocation, and of an applet's initializers together
+    /// (`<clinit>` and the constructor, which run under the endpoint's
+    /// locks when the applet replaces another). The natives check it
+    /// (after the first 256 units of native work of an invocation, then
+    /// every 256: a unit is a call or 4 KiB moved; the thread's CPU time
+    /// from the first check on, so time the system spends preempting it
+    /// does not count), so an applet that loops through the natives traps
+    /// once it is spent; compute between two natives is bounded by the
+    /// fuel. Default 1 ms:
     /// on a loaded machine a well-behaved invocation's CPU time has spikes
     /// far above its usual few µs (interrupts are charged to the thread
     /// they interrupt; docs/unet.md has the measurement), and an overrun
