@@ -1365,6 +1365,24 @@ fn an_applets_constructor_works_within_the_time_budget() {
     while recv(&mut h, "the message after the loads") != b"after" {}
     h.send(h_to, b"back").unwrap();
     while recv(&mut sender, "the answer") != b"back" {}
+    // An endpoint created with the applet: its constructor runs before the
+    // endpoint is published, under no lock, and is bounded the same way.
+    // (The process's compile budget may ask it to wait first.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let created = loop {
+        match client.create_endpoint(Config::default(), Some(COPY_INIT)) {
+            Err(unet::EngineError::Refused(why)) => {
+                assert!(Instant::now() < deadline, "refused for 10 s: {why}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => break r,
+        }
+    };
+    let e = created.err().expect("CopyInit's constructor returned");
+    assert!(
+        e.to_string().contains("time per invocation"),
+        "the constructor ended by its time budget, not by: {e}"
+    );
     engine.stop();
     drop((h, client));
 }
