@@ -1378,7 +1378,9 @@ fn an_applets_constructor_works_within_the_time_budget() {
             r => break r,
         }
     };
-    let e = created.err().expect("CopyInit's constructor returned");
+    let Err(e) = created else {
+        panic!("CopyInit's constructor returned");
+    };
     assert!(
         e.to_string().contains("time per invocation"),
         "the constructor ended by its time budget, not by: {e}"
