@@ -778,10 +778,17 @@ impl Applet {
     }
 
     /// Runs `<clinit>` (if any), creates the applet object and runs its
-    /// constructor.
+    /// constructor. The two share one invocation's fuel: the constructor
+    /// gets what `<clinit>` left, and runs out of the whole limit
+    /// ([`TrapKind::FuelExhausted`] names it). A host that bounds an
+    /// invocation's work by its fuel bounds the initializers' with it, as
+    /// it bounds their time by the same budget (unet runs them under an
+    /// endpoint's locks when an applet replaces another).
     fn initialize(&mut self, mut host: Option<&mut dyn core::any::Any>) -> Result<(), LoadError> {
+        let mut limits = RunLimits::of(&self.limits);
         if let Some((idx, _)) = self.prog.info.method("<clinit>") {
-            self.run_with(idx, &[], host.as_deref_mut())?;
+            let used = self.run_limited(idx, &[], host.as_deref_mut(), limits)?;
+            limits.fuel = limits.fuel.saturating_sub(used.fuel_used);
         }
         let count = usize::from(self.prog.info.instance_count);
         self.instance = self
@@ -798,7 +805,14 @@ impl Applet {
             })?;
         if let Some((idx, _)) = self.prog.info.method("<init>") {
             let this = self.instance;
-            self.run_with(idx, &[this], host)?;
+            let whole = RunLimits::of(&self.limits).fuel;
+            self.run_limited(idx, &[this], host, limits)
+                .map_err(|mut trap| {
+                    if let TrapKind::FuelExhausted(_) = trap.kind {
+                        trap.kind = TrapKind::FuelExhausted(whole);
+                    }
+                    trap
+                })?;
         }
         self.keep_context();
         Ok(())
@@ -832,6 +846,18 @@ impl Applet {
         args: &[i32],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Outcome, Trap> {
+        let limits = RunLimits::of(&self.limits);
+        self.run_limited(idx, args, host, limits)
+    }
+
+    /// [`Applet::run_with`] under `limits` rather than the applet's own.
+    fn run_limited(
+        &mut self,
+        idx: usize,
+        args: &[i32],
+        host: Option<&mut dyn core::any::Any>,
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
         let entry = u16::try_from(idx).unwrap_or(u16::MAX);
         let mut st = State {
             heap: &mut self.heap,
@@ -839,7 +865,6 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let limits = RunLimits::of(&self.limits);
         debug_assert_eq!(self.prog.metered(), self.limits.fuel.is_some());
         let r = match self.jit.as_mut() {
             Some(jit) => {

@@ -26,7 +26,8 @@ pub struct Limits {
     /// Maximum `max_locals` of any method. Default 256.
     pub max_locals: u16,
     /// Fuel per invocation: taken backward branches, switches and calls.
-    /// `None` turns metering off. Default 10,000,000.
+    /// The initializers (`<clinit>` and the constructor) share one
+    /// invocation's. `None` turns metering off. Default 10,000,000.
     pub fuel: Option<u64>,
     /// Heap budget in bytes (array elements plus 16 bytes per object). Default 1 MiB.
     pub heap_bytes: u64,

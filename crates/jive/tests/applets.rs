@@ -107,6 +107,45 @@ fn host_call_errors_say_what_is_wrong() {
     }
 }
 
+/// `<clinit>` and the constructor share one invocation's fuel (a host that
+/// runs them under its locks bounds them as it bounds an invocation):
+/// `InitFuel`'s each run `again`'s loop, which 700 units pay for, but not
+/// twice. The load fails in the constructor, naming the whole limit, on
+/// both engines; with enough for both, each initializer ran.
+#[test]
+fn the_initializers_share_one_invocations_fuel() {
+    let fuel = |units| Limits {
+        fuel: Some(units),
+        ..Limits::default()
+    };
+    for r in RELEASES {
+        let Some(bytes) = class_bytes(r, "InitFuel") else {
+            return;
+        };
+        for engine in [Engine::Interpreter, Engine::Jit] {
+            let load =
+                |units| Applet::load_with_engine(&bytes, &Natives::new(), fuel(units), engine);
+            let mut a = load(1_300).unwrap_or_else(|e| panic!("{r} {engine:?}: {e}"));
+            let once = a.invoke("again", &[]).unwrap();
+            assert_eq!(once.value, Some(179_700));
+            assert!(
+                (600..700).contains(&once.fuel_used),
+                "{r} {engine:?}: one initializer's loop takes {} units",
+                once.fuel_used
+            );
+            assert_eq!(a.invoke("total", &[]).unwrap().value, Some(179_700));
+            assert_eq!(a.invoke("mine", &[]).unwrap().value, Some(179_700));
+            match load(700) {
+                Err(LoadError::Instantiate(trap)) => {
+                    assert_eq!(trap.kind, TrapKind::FuelExhausted(700), "{r} {engine:?}");
+                    assert_eq!(trap.method, "<init>()V", "{r} {engine:?}");
+                }
+                other => panic!("{r} {engine:?}: 700 units for both initializers: {other:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn a_resolved_method_is_called_on_its_own_applet_only_and_narrows_like_invoke() {
     for r in RELEASES {
