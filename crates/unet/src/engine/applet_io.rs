@@ -1991,10 +1991,11 @@ pub(super) fn applet_tx_inlined<M: TxMsg>(
 
 /// Verifies an applet and compiles its code for an endpoint with
 /// `budgets`: all of a load's cost but the constructor's, which fuel and
-/// the time budget bound (`Budgets::applet_time`). It touches no endpoint, so it runs before any of the engine's
-/// locks is taken (up to about 0.4 s for a class within jive's limits;
-/// under the control lock or an endpoint's side lock it held up every
-/// client or the engine thread delivering to that endpoint).
+/// the time budget bound (`Budgets::applet_time`). It touches no
+/// endpoint, so it runs before any of the engine's locks is taken (up to
+/// about 0.4 s for a class within jive's limits; under the control lock or
+/// an endpoint's side lock it held up every client or the engine thread
+/// delivering to that endpoint).
 pub(super) fn compile_applet(
     bytes: &[u8],
     budgets: &Budgets,
@@ -2042,9 +2043,9 @@ pub(super) fn load_applet(applet: jive::Unconstructed, io: &mut Io) -> Result<Lo
 /// [`load_applet`] under a lent run.
 fn construct(applet: jive::Unconstructed, io: &mut Io) -> Result<Loaded, EngineError> {
     let max_message = io.framer.max_message;
-    // The initializers are bounded as an invocation is, together: each by
-    // its fuel, and both, past their first `TIME_CHECK_EVERY` units of
-    // native work, by `applet_time`. Until 2026-12-07 the natives never
+    // The initializers are bounded together as one invocation is: by its
+    // fuel, which jive shares between them, and past their first
+    // `TIME_CHECK_EVERY` units of native work by `applet_time`. Until 2026-12-07 the natives never
     // read the clock here (a constructor's time once included the JIT's
     // compilation, which now runs before, in `compile_applet`), so a
     // constructor copying 512 KiB a native call ran its 100,000 units of
