@@ -1458,9 +1458,10 @@ fn an_applets_constructor_works_within_the_time_budget() {
 /// new endpoints, stalled another client's round trips and filter installs
 /// for the length of a load. Now the applet is verified and compiled
 /// before any lock is taken; only its constructor, which fuel and the time
-/// budget bound (attack 7m), runs under them. And jive builds code without its registry's lock, which an
-/// applet's drop takes: a drop under an endpoint's locks (its applet
-/// removed) waited for another client's build.
+/// budget bound (attack 7m), runs under them. And jive builds code
+/// without its registry's lock, which an applet's drop takes: a drop under
+/// an endpoint's locks (its applet removed) waited for another client's
+/// build.
 #[test]
 fn an_applet_being_loaded_holds_up_no_other_client() {
     let _s = serial();
