@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         ..jive::Limits::default()
     };
     let natives = jive::Natives::figure2_stubs();
-    let Ok(mut jit) = jive::Applet::load(data, &natives, limits.clone()) else {
+    let Ok(mut jit) = jive::Applet::load(data, &natives, limits) else {
         return;
     };
     let mut interp = jive::Applet::load(data, &natives, limits).expect("a second load");

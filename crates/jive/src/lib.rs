@@ -786,6 +786,7 @@ impl Applet {
     /// endpoint's locks when an applet replaces another).
     fn initialize(&mut self, mut host: Option<&mut dyn core::any::Any>) -> Result<(), LoadError> {
         let mut limits = RunLimits::of(&self.limits);
+        let whole = limits.fuel;
         if let Some((idx, _)) = self.prog.info.method("<clinit>") {
             let used = self.run_limited(idx, &[], host.as_deref_mut(), limits)?;
             limits.fuel = limits.fuel.saturating_sub(used.fuel_used);
@@ -805,7 +806,6 @@ impl Applet {
             })?;
         if let Some((idx, _)) = self.prog.info.method("<init>") {
             let this = self.instance;
-            let whole = RunLimits::of(&self.limits).fuel;
             self.run_limited(idx, &[this], host, limits)
                 .map_err(|mut trap| {
                     if let TrapKind::FuelExhausted(_) = trap.kind {

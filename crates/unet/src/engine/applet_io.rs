@@ -2045,11 +2045,12 @@ fn construct(applet: jive::Unconstructed, io: &mut Io) -> Result<Loaded, EngineE
     let max_message = io.framer.max_message;
     // The initializers are bounded together as one invocation is: by its
     // fuel, which jive shares between them, and past their first
-    // `TIME_CHECK_EVERY` units of native work by `applet_time`. Until 2026-12-07 the natives never
-    // read the clock here (a constructor's time once included the JIT's
-    // compilation, which now runs before, in `compile_applet`), so a
-    // constructor copying 512 KiB a native call ran its 100,000 units of
-    // fuel, 1.2 s, under the endpoint's side locks (attack 7m).
+    // `TIME_CHECK_EVERY` units of native work by `applet_time`. Until
+    // 2026-12-07 the natives never read the clock here (a constructor's
+    // time once included the JIT's compilation, which now runs before, in
+    // `compile_applet`), so a constructor copying 512 KiB a native call ran
+    // its 100,000 units of fuel, 1.2 s, under the endpoint's side locks
+    // (attack 7m).
     let lent = io.begin();
     let loaded = applet.construct(Some(&mut *io));
     io.end(lent);
