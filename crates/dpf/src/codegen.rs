@@ -25,12 +25,20 @@ use std::collections::HashMap;
 use vcode::ext::Bswap;
 use vcode::{Backend, Class, Func, Label, Leaf, Local, P, Reg, UL};
 
-/// The registers of a classifier: the two parameters and five temporaries,
-/// all caller-saved, so the function needs no frame.
+/// The registers of a classifier: its parameters and four temporaries, all
+/// caller-saved on x86-64 when no filter computes a value, so that the
+/// function needs no frame; `w` and `wire` only for tables that compute
+/// values and read `len` (which then take callee-saved registers, and a
+/// frame saves them).
 #[derive(Clone, Copy)]
 struct Regs {
     pkt: Reg<P>,
+    /// The bytes at `pkt`.
     len: Reg<UL>,
+    /// The packet's length on the wire (`len` in a filter), which may
+    /// exceed the bytes at `pkt` for a capture cut to its snaplen; `len`'s
+    /// register where no filter reads it (never read then).
+    wire: Reg<UL>,
     /// `pkt + len`.
     end: Reg<P>,
     /// The best match so far: `rank << 32 | owner`, or all ones.
@@ -40,7 +48,8 @@ struct Regs {
     /// The transport header's address, once read on this path.
     tb: Reg<P>,
     /// Scratch for computed values (`len`, arithmetic), which keep the
-    /// top of their stack in `v` and the rest in stack slots.
+    /// top of their stack in `v` and the rest in stack slots; `v`'s
+    /// register where no filter computes a value (never used then).
     w: Reg<UL>,
 }
 
@@ -86,18 +95,39 @@ pub fn generate<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<B::Cod
 }
 
 /// Emits the classifier for `m` into `f`, short of `end`: the caller ends
-/// it with `end` or `end_in` (into a code cache's memory).
+/// it with `end` or `end_in` (into a code cache's memory). Its signature
+/// is `classify(pkt, len, wire_len) -> u64`: `len` bytes at `pkt`, of a
+/// packet `wire_len` bytes long on the wire.
 pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
-    let p = f.lambda("%p%ul", Leaf::Yes)?;
-    let (pkt, len) = (p.get::<P>(0)?, p.get::<UL>(1)?);
+    let p = f.lambda("%p%ul%ul", Leaf::Yes)?;
+    let (pkt, len, wire) = (p.get::<P>(0)?, p.get::<UL>(1)?, p.get::<UL>(2)?);
+    let values = || {
+        m.entries
+            .iter()
+            .filter_map(|e| e.residual.as_ref())
+            .flat_map(|p| &p.values)
+    };
+    let computes = values().next().is_some();
+    let reads_wire = values().flatten().any(|op| *op == Op::Len);
+    // A parameter no code reads is a register more for the temporaries.
+    let wire = if reads_wire {
+        wire
+    } else {
+        f.putreg(wire);
+        len
+    };
+    let end = f.getreg(Class::Temp)?;
+    let best = f.getreg(Class::Temp)?;
+    let v = f.getreg(Class::Temp)?;
     let r = Regs {
         pkt,
         len,
-        end: f.getreg(Class::Temp)?,
-        best: f.getreg(Class::Temp)?,
-        v: f.getreg(Class::Temp)?,
+        wire,
+        end,
+        best,
+        v,
         tb: f.getreg(Class::Temp)?,
-        w: f.getreg(Class::Temp)?,
+        w: if computes { f.getreg(Class::Temp)? } else { v },
     };
     f.set(r.best, u64::MAX);
     if let Some(root) = m.root {
@@ -698,7 +728,14 @@ impl<'a, B: Backend> Gen<'a, B> {
     /// jumps to `fail` if a load is out of bounds or a divisor zero, as
     /// [`crate::ir::eval_value`] defines. Values are kept to 32 bits.
     fn value_test(&mut self, ops: &[Op], t: &Test, then: Label, fail: Label) {
-        let Regs { pkt, len, v, w, .. } = self.r;
+        let Regs {
+            pkt,
+            len,
+            wire,
+            v,
+            w,
+            ..
+        } = self.r;
         let mut depth = 0usize;
         for &op in ops {
             match op {
@@ -709,7 +746,7 @@ impl<'a, B: Backend> Gen<'a, B> {
                     }
                     match op {
                         Op::Const(k) => self.f.set(v, u64::from(k)),
-                        _ => self.f.mov(v, len),
+                        _ => self.f.mov(v, wire),
                     }
                     depth += 1;
                 }
@@ -905,13 +942,49 @@ mod tests {
         p
     }
 
-    fn run_ref(code: &vcode::reference::RefCode, pkt: &[u8]) -> u64 {
-        let args = [Value::P(pkt.as_ptr() as usize), Value::UL(pkt.len() as u64)];
+    /// The reference backend's classifier on `pkt`, `wire_len` bytes long
+    /// on the wire.
+    fn run_ref(code: &vcode::reference::RefCode, pkt: &[u8], wire_len: u32) -> u64 {
+        let args = [
+            Value::P(pkt.as_ptr() as usize),
+            Value::UL(pkt.len() as u64),
+            Value::UL(u64::from(wire_len)),
+        ];
         // SAFETY: the classifier reads `len` bytes from `pkt` at most.
         match unsafe { code.invoke(&args) }.unwrap() {
             Value::UL(v) => v,
             v => panic!("{v:?}"),
         }
+    }
+
+    /// The classifier of a table whose filters compute no value keeps to
+    /// caller-saved registers on x86-64 (`wire_len`'s handed back), so
+    /// it has no prologue; one that computes values saves what it takes.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_classifier_without_values_has_no_frame() {
+        let native = |filters: &[&str]| {
+            let programs: Vec<Program> =
+                filters.iter().map(|f| crate::compile(f).unwrap()).collect();
+            let analyses: Vec<_> = programs.iter().map(analyze).collect();
+            let cands: Vec<_> = analyses
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Candidate {
+                    owner: i as u32,
+                    analysis: a,
+                })
+                .collect();
+            generate(&mut Func::new(), &merge(&cands)).unwrap()
+        };
+        let atoms = native(&[
+            "tcp dst port 80 and dst host 10.0.0.1",
+            "udp port 53",
+            "arp",
+        ]);
+        assert_eq!(atoms.parts().0, 0, "a prologue where none is needed");
+        let values = native(&["tcp dst port 80", "greater 100"]);
+        assert!(values.parts().0 > 0, "values take callee-saved registers");
     }
 
     #[test]
@@ -960,15 +1033,15 @@ mod tests {
             let native = generate(&mut Func::new(), &m).unwrap();
             let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
             // SAFETY: the classifier reads `len` bytes from `pkt` at most.
-            let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64) -> u64>() }.unwrap();
+            let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64, u64) -> u64>() }.unwrap();
             for probe in ports.iter().copied().chain([0, 1, 81, 65535]) {
                 let pkt = packet(probe as u16);
                 for cut in [pkt.len(), 37, 36, 15, 14, 0] {
                     let pkt = &pkt[..cut];
                     let want = m.classify(pkt);
-                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64));
+                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64, pkt.len() as u64));
                     assert_eq!(native, want, "{ports:?} {probe} {cut}");
-                    assert_eq!(owner(run_ref(&reference, pkt)), want);
+                    assert_eq!(owner(run_ref(&reference, pkt, cut as u32)), want);
                     let alone = programs.iter().position(|p| p.matches(pkt));
                     assert_eq!(want, alone.map(|i| 100 + i as u32));
                 }
@@ -980,7 +1053,9 @@ mod tests {
     /// Computed values (`len`, arithmetic, loads at computed offsets,
     /// division by a loaded zero, shifts of 32 and more) in residuals:
     /// the native and reference backends agree with the reference
-    /// evaluator on every truncation of frames that exercise them.
+    /// evaluator on every truncation of frames that exercise them, each
+    /// read as a whole frame and as a capture's record cut from a longer
+    /// packet (`len` the wire's length, loads bounded by the bytes).
     #[test]
     fn computed_values_agree_with_the_reference_evaluator() {
         let filters = [
@@ -1011,7 +1086,7 @@ mod tests {
         let native = generate(&mut Func::new(), &m).unwrap();
         let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
         // SAFETY: the classifier reads `len` bytes from `pkt` at most.
-        let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64) -> u64>() }.unwrap();
+        let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64, u64) -> u64>() }.unwrap();
         let mut tcp = packet(80);
         tcp.extend_from_slice(b"GET / HTTP/1.0");
         tcp[16..18].copy_from_slice(&40u16.to_be_bytes());
@@ -1033,11 +1108,19 @@ mod tests {
         for frame in [&tcp, &icmp6, &arith, &zero, &tagged, &vec![0x20u8; 120]] {
             for cut in 0..=frame.len() {
                 let pkt = &frame[..cut];
-                let want = m.classify(pkt);
-                assert_eq!(owner(f(pkt.as_ptr(), pkt.len() as u64)), want, "{cut}");
-                assert_eq!(owner(run_ref(&reference, pkt)), want, "{cut}");
-                let alone = programs.iter().position(|p| p.matches(pkt));
-                assert_eq!(want, alone.map(|i| i as u32), "{cut}");
+                for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
+                    let want = m.classify_captured(pkt, wire);
+                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64, u64::from(wire)));
+                    assert_eq!(native, want, "{cut} of {wire}");
+                    assert_eq!(
+                        owner(run_ref(&reference, pkt, wire)),
+                        want,
+                        "{cut} of {wire}"
+                    );
+                    let alone = programs.iter().position(|p| p.matches_captured(pkt, wire));
+                    assert_eq!(want, alone.map(|i| i as u32), "{cut} of {wire}");
+                }
+                assert_eq!(m.classify(pkt), m.classify_captured(pkt, cut as u32));
             }
         }
     }

@@ -60,7 +60,9 @@ pub enum LoadBase {
 pub enum Op {
     /// Pushes a constant.
     Const(u32),
-    /// Pushes the frame's length.
+    /// Pushes the packet's length on the wire (BPF's `ld #len`): the
+    /// frame's length, or more where a capture cut the frame to its
+    /// snaplen (see [`Program::matches_captured`]).
     Len,
     /// Pops an index and pushes the big-endian field of `size` bytes at
     /// the address it gives (see [`LoadBase`]); past the end of the frame,
@@ -95,15 +97,17 @@ pub enum Op {
     Ge,
 }
 
-/// Computes a value of [`Program::values`] for `pkt`: `None` when a load
-/// is out of bounds or a divisor is zero (the filter then rejects the
-/// packet), or when `ops` is not a well-formed postfix sequence.
-pub fn eval_value(ops: &[Op], pkt: &[u8]) -> Option<u32> {
+/// Computes a value of [`Program::values`] for `pkt`, a packet of
+/// `wire_len` bytes on the wire (what [`Op::Len`] pushes; loads are
+/// bounded by `pkt`'s own length): `None` when a load is out of bounds or
+/// a divisor is zero (the filter then rejects the packet), or when `ops`
+/// is not a well-formed postfix sequence.
+pub fn eval_value(ops: &[Op], pkt: &[u8], wire_len: u32) -> Option<u32> {
     let mut stack: Vec<u32> = Vec::with_capacity(8);
     for op in ops {
         let v = match *op {
             Op::Const(k) => k,
-            Op::Len => pkt.len() as u32,
+            Op::Len => wire_len,
             Op::Load(base, size) => {
                 let i = stack.pop()?;
                 let at = match base {
@@ -223,6 +227,13 @@ pub const REJECT: NodeId = 0;
 /// A node id that is always [`Node::Accept`].
 pub const ACCEPT: NodeId = 1;
 
+/// The wire length of a whole frame: its length (a frame longer than
+/// 4 GiB, which no link carries, counts as `u32::MAX`, BPF's widest).
+#[inline]
+pub fn wire_len(pkt: &[u8]) -> u32 {
+    u32::try_from(pkt.len()).unwrap_or(u32::MAX)
+}
+
 impl Field {
     /// Reads this field of `pkt`, or `None` when any byte it needs (the IHL
     /// byte included, for [`Base::Transport`]) lies past the end. A
@@ -280,26 +291,36 @@ impl Program {
         }
     }
 
-    /// Reads `field` of `pkt` as this program's tests do: a packet field,
-    /// or one of [`Program::values`] computed; `None` when a load is out
-    /// of bounds or a divisor zero.
+    /// Reads `field` of `pkt`, a packet of `wire_len` bytes on the wire, as
+    /// this program's tests do: a packet field, or one of
+    /// [`Program::values`] computed; `None` when a load is out of bounds or
+    /// a divisor zero.
     #[inline]
-    pub fn load(&self, field: &Field, pkt: &[u8]) -> Option<u32> {
+    pub fn load(&self, field: &Field, pkt: &[u8], wire_len: u32) -> Option<u32> {
         match field.base {
-            Base::Value(i) => eval_value(self.values.get(i as usize)?, pkt),
+            Base::Value(i) => eval_value(self.values.get(i as usize)?, pkt, wire_len),
             _ => field.load(pkt),
         }
     }
 
-    /// The reference semantics: whether `pkt` matches.
+    /// The reference semantics: whether `pkt`, a whole frame, matches.
     pub fn matches(&self, pkt: &[u8]) -> bool {
+        self.matches_captured(pkt, wire_len(pkt))
+    }
+
+    /// Whether `pkt` matches as the first bytes of a packet of `wire_len`
+    /// bytes on the wire: a capture's record cut to its snaplen, read as
+    /// libpcap's `pcap_offline_filter` reads it. `len` (and `greater`,
+    /// `less`) is `wire_len`; every load is bounded by `pkt`'s length,
+    /// and one past it rejects the packet.
+    pub fn matches_captured(&self, pkt: &[u8], wire_len: u32) -> bool {
         let mut at = self.root;
         loop {
             match self.nodes[at as usize] {
                 Node::Reject => return false,
                 Node::Accept => return true,
                 Node::Test { test, then, els } => {
-                    match self.load(&test.field, pkt).map(|v| test.holds(v)) {
+                    match self.load(&test.field, pkt, wire_len).map(|v| test.holds(v)) {
                         None => return false,
                         Some(true) => at = then,
                         Some(false) => at = els,

@@ -1351,7 +1351,7 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<Refusal>) -> (Vec<Op>, u32) {
                     }
                     (Some(x), Some(y)) => {
                         let pass = a_pass.max(b_pass);
-                        let k = crate::ir::eval_value(&[Op::Const(x), Op::Const(y), bin], &[]);
+                        let k = crate::ir::eval_value(&[Op::Const(x), Op::Const(y), bin], &[], 0);
                         (k, pass, k.map(|_| pass))
                     }
                     // An accumulator known to be 0: `opt_stmt` makes these

@@ -717,25 +717,39 @@ impl Dispatch {
 
 impl Merged {
     /// The reference evaluator: the rank of the best filter matching
-    /// `pkt`, or `None`.
+    /// `pkt`, a whole frame, or `None`.
     pub fn classify_rank(&self, pkt: &[u8]) -> Option<u32> {
+        self.classify_rank_captured(pkt, crate::ir::wire_len(pkt))
+    }
+
+    /// [`Merged::classify_rank`] of the first bytes of a packet of
+    /// `wire_len` bytes on the wire (a capture's record cut to its
+    /// snaplen: see [`Program::matches_captured`]).
+    pub fn classify_rank_captured(&self, pkt: &[u8], wire_len: u32) -> Option<u32> {
         let mut best = u32::MAX;
         if let Some(root) = self.root {
-            self.eval(root, pkt, &mut best);
+            self.eval(root, pkt, wire_len, &mut best);
         }
         (best != u32::MAX).then_some(best)
     }
 
-    /// The owner of the best filter matching `pkt`, or `None`.
+    /// The owner of the best filter matching `pkt`, a whole frame, or
+    /// `None`.
     pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
-        self.classify_rank(pkt)
+        self.classify_captured(pkt, crate::ir::wire_len(pkt))
+    }
+
+    /// [`Merged::classify`] of the first bytes of a packet of `wire_len`
+    /// bytes on the wire.
+    pub fn classify_captured(&self, pkt: &[u8], wire_len: u32) -> Option<u32> {
+        self.classify_rank_captured(pkt, wire_len)
             .map(|r| self.entries[r as usize].owner)
     }
 
     /// Evaluates the subtree at `id`: recursion into a dispatch's arm
     /// (one level per atom, at most [`MAX_ATOMS`]), a loop along the wild
     /// chain (one node per distinct key, unbounded).
-    fn eval(&self, id: MNodeId, pkt: &[u8], best: &mut u32) {
+    fn eval(&self, id: MNodeId, pkt: &[u8], wire_len: u32, best: &mut u32) {
         let mut id = id;
         loop {
             let n = &self.nodes[id as usize];
@@ -747,7 +761,10 @@ impl Merged {
                     break;
                 }
                 let residual = &self.entries[r as usize].residual;
-                if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
+                if residual
+                    .as_ref()
+                    .is_none_or(|p| p.matches_captured(pkt, wire_len))
+                {
                     *best = r;
                     break;
                 }
@@ -755,7 +772,7 @@ impl Merged {
             if let Some(d) = &n.dispatch {
                 let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
                 if let Some(c) = child {
-                    self.eval(c, pkt, best);
+                    self.eval(c, pkt, wire_len, best);
                 }
             }
             match n.wild {

@@ -310,16 +310,23 @@ impl Bpf<'_> {
 
     /// Whether `pkt` (captured whole) matches, by `pcap_offline_filter`.
     pub fn matches(&self, pkt: &[u8]) -> bool {
-        let len = pkt.len() as u32;
+        self.matches_captured(pkt, crate::ir::wire_len(pkt))
+    }
+
+    /// Whether `pkt`, the captured bytes of a packet of `wire_len` bytes
+    /// on the wire, matches, by `pcap_offline_filter` (the record header's
+    /// `caplen` is `pkt`'s length, its `len` is `wire_len`).
+    pub fn matches_captured(&self, pkt: &[u8], wire_len: u32) -> bool {
         let hdr = PktHdr {
             ts_sec: 0,
             ts_usec: 0,
-            caplen: len,
-            len,
+            caplen: crate::ir::wire_len(pkt),
+            len: wire_len,
         };
         // SAFETY: the program is a valid compiled program; the header says
         // `pkt.len()` bytes are captured and `pkt` has exactly that many,
-        // so the interpreter's bounds checks keep its loads inside `pkt`.
+        // so the interpreter's bounds checks keep its loads inside `pkt`
+        // (`len` is only a value to it).
         unsafe { (self.pcap.offline_filter)(&self.prog, &hdr, pkt.as_ptr()) != 0 }
     }
 

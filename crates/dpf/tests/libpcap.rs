@@ -77,14 +77,31 @@ fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {
 
 /// Every verdict dpf gives for one (filter, packet) pair, by name.
 fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
-    vec![
-        ("reference", c.program.matches(pkt)),
+    dpf_verdicts_captured(c, pkt, pkt.len() as u32)
+}
+
+/// [`dpf_verdicts`] for `pkt` the captured bytes of a packet of `wire`
+/// bytes on the wire.
+fn dpf_verdicts_captured(c: &Compiled, pkt: &[u8], wire: u32) -> Vec<(&'static str, bool)> {
+    let whole = wire as usize == pkt.len();
+    let mut v = vec![
+        ("reference", c.program.matches_captured(pkt, wire)),
         (
             "merged",
-            c.table.classifier().classify_reference(pkt) == Some(1),
+            c.table.classifier().classify_reference_captured(pkt, wire) == Some(1),
         ),
-        ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
-    ]
+        (
+            "native",
+            c.reader.borrow_mut().classify_captured(pkt, wire) == Some(1),
+        ),
+    ];
+    if whole {
+        v.push((
+            "native (whole frame)",
+            c.reader.borrow_mut().classify(pkt) == Some(1),
+        ));
+    }
+    v
 }
 
 /// The last few filters, merged in one table, against libpcap running the
@@ -132,14 +149,15 @@ impl<'p> Window<'p> {
             .map_or("", |f| f.3.as_str())
     }
 
-    /// (libpcap's first match, dpf's), as owners.
-    fn verdicts(&mut self, pkt: &[u8]) -> (Option<u32>, Option<u32>) {
+    /// (libpcap's first match, dpf's), as owners, for `pkt` the captured
+    /// bytes of a packet of `wire` bytes on the wire.
+    fn verdicts(&mut self, pkt: &[u8], wire: u32) -> (Option<u32>, Option<u32>) {
         let want = self
             .filters
             .iter()
-            .find(|f| f.2.as_ref().is_some_and(|b| b.matches(pkt)))
+            .find(|f| f.2.as_ref().is_some_and(|b| b.matches_captured(pkt, wire)))
             .map(|f| f.1);
-        (want, self.reader.classify(pkt))
+        (want, self.reader.classify_captured(pkt, wire))
     }
 }
 
@@ -349,11 +367,19 @@ fn dpf_agrees_with_libpcap() {
         window.push(&filter, pcap_again);
         for _ in 0..PACKETS_PER_FILTER {
             let pkt = g.packet();
-            let (first, ours_first) = window.verdicts(&pkt);
+            // A quarter read as a capture's record cut to its snaplen from
+            // a longer packet: `len` is the wire's length, the loads see
+            // only the bytes (libpcap's `caplen` and `len`).
+            let wire = if g.rng.random_bool(0.25) {
+                pkt.len() as u32 + g.rng.random_range(1..1500)
+            } else {
+                pkt.len() as u32
+            };
+            let (first, ours_first) = window.verdicts(&pkt, wire);
             window_matched += u64::from(first.is_some());
             if first != ours_first && failures.len() < 10 {
                 failures.push(format!(
-                    "a table of the last {} filters: libpcap in turn says owner {first:?}, dpf {ours_first:?}\n  packet {}\n  libpcap's {:?}\n  dpf's {:?}",
+                    "a table of the last {} filters: libpcap in turn says owner {first:?}, dpf {ours_first:?}\n  packet ({wire} bytes on the wire) {}\n  libpcap's {:?}\n  dpf's {:?}",
                     window.filters.len(),
                     hex(&pkt),
                     window.text(first),
@@ -362,20 +388,23 @@ fn dpf_agrees_with_libpcap() {
                 if std::env::var_os("DPF_DUMP_WINDOW").is_some() {
                     eprintln!(
                         "window (owner, filter), merged reference says {:?}:",
-                        window.table.classifier().classify_reference(&pkt)
+                        window
+                            .table
+                            .classifier()
+                            .classify_reference_captured(&pkt, wire)
                     );
                     for f in &window.filters {
                         eprintln!("  {} {:?}", f.1, f.3);
                     }
                 }
             }
-            let want = bpf.as_ref().is_some_and(|b| b.matches(&pkt));
+            let want = bpf.as_ref().is_some_and(|b| b.matches_captured(&pkt, wire));
             matched += u64::from(want);
             done += 1;
-            for (who, got) in dpf_verdicts(&ours, &pkt) {
+            for (who, got) in dpf_verdicts_captured(&ours, &pkt, wire) {
                 if got != want && failures.len() < 10 {
                     failures.push(format!(
-                        "filter {:?}\n  parsed {}\n  packet ({} bytes) {}\n  libpcap {want}, dpf {who} {got}\n  dpf program:\n{}  libpcap program:\n{}",
+                        "filter {:?}\n  parsed {}\n  packet ({} bytes of {wire}) {}\n  libpcap {want}, dpf {who} {got}\n  dpf program:\n{}  libpcap program:\n{}",
                         ours.filter,
                         dpf::parse(&filter).map(|e| e.to_string()).unwrap_or_default(),
                         pkt.len(),

@@ -91,7 +91,9 @@ OWNER a whole number from 0 to 4294967295, PRIORITY one from -2147483648 to
 The capture may be pcap (microsecond or nanosecond, either byte order) or
 pcapng, and is read as leniently as libpcap reads it: a snaplen shorter than
 the packets, captured lengths over the snaplen (cut to it), flag bits above
-the link type. Its packets must be Ethernet frames (link type 1).
+the link type. Its packets must be Ethernet frames (link type 1). `len`,
+`greater` and `less` read a packet's length on the wire, as libpcap does, also
+where the capture kept fewer bytes.
 
 Exit status 1 if the capture stops early (truncated or damaged) or holds a
 packet of another link type: the counts printed then cover the packets before
@@ -374,7 +376,9 @@ fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
         }
         counts.total += 1;
         counts.cut += u64::from(packet.cut);
-        match classifier.classify(packet.data) {
+        // `len` is the packet's length on the wire, as libpcap reads a
+        // record cut to its snaplen.
+        match classifier.classify_captured(packet.data, packet.orig_len) {
             Some(owner) => *counts.owners.entry(owner).or_default() += 1,
             None => counts.unmatched += 1,
         }

@@ -270,6 +270,51 @@ fn match_takes_what_libpcap_takes() {
     );
 }
 
+/// `len`, `greater` and `less` read a packet's length on the wire, as
+/// libpcap's `pcap_offline_filter` does, not the bytes a snaplen kept:
+/// tcpdump's `-s 64` capture classifies as the whole one, and both as the
+/// original lengths the records hold say.
+#[test]
+fn len_is_the_length_on_the_wire_in_a_capture_cut_to_its_snaplen() {
+    let d = Dir::new("filter-wire-len");
+    let lens: Vec<u32> = {
+        let bytes = std::fs::read(real("lo.pcap")).unwrap();
+        let mut r = dpf::capture::CaptureReader::new(&bytes[..]).unwrap();
+        let mut lens = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            lens.push(p.orig_len);
+        }
+        lens
+    };
+    for (filter, holds) in [
+        ("greater 100", &(|l: u32| l >= 100) as &dyn Fn(u32) -> bool),
+        ("less 64", &|l| l <= 64),
+        ("len = 66", &|l| l == 66),
+        ("len > 64 and len < 100", &|l| l > 64 && l < 100),
+    ] {
+        let want = lens.iter().filter(|&&l| holds(l)).count();
+        assert!(
+            want > 0 && want < lens.len(),
+            "{filter}: {want} of {}",
+            lens.len()
+        );
+        let table = d.file("table.txt", format!("1 {filter}\n").as_bytes());
+        for cap in ["lo.pcap", "lo-snap64.pcap"] {
+            let (ok, out, err) = fastpath(&["filter", "match", &table, &real(cap)]);
+            assert!(ok, "{filter} on {cap}: {err}");
+            assert_eq!(
+                counts(&out)[..3],
+                [
+                    "40 packets".to_string(),
+                    format!("owner 1: {want}"),
+                    format!("no match: {}", 40 - want)
+                ],
+                "{filter} on {cap}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_dash_reads_standard_input() {
     let d = Dir::new("filter-stdin");
