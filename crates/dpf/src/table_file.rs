@@ -83,6 +83,9 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, TableFileError> {
 
 /// Reads a table file's text.
 pub fn parse(text: &str) -> Result<Vec<Line>, TableFileError> {
+    // A byte-order mark some editors write first is not text: columns
+    // count from after it, as those editors show them.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -169,6 +172,14 @@ mod tests {
         assert_eq!(one("4294967295 ip").owner, u32::MAX);
         assert_eq!(one("1/2147483647 ip").priority, i32::MAX);
         assert_eq!(one("1/-2147483648 ip").priority, i32::MIN);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_line() {
+        let l = one("\u{feff}1 tcp");
+        assert_eq!((l.owner, l.column, l.filter.as_str()), (1, 3, "tcp"));
+        let v = parse_bytes(b"\xef\xbb\xbf2 udp\n3 ip\n").unwrap();
+        assert_eq!((v[0].owner, v[1].owner), (2, 3));
     }
 
     #[test]

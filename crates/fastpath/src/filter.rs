@@ -206,9 +206,39 @@ fn check(expr: &str, json: bool) -> Result<(), String> {
 /// An error about `expr` with a caret under its column, if it has one.
 fn pointed(expr: &str, e: &dpf::Error) -> String {
     match e.column() {
-        Some(c) => format!("{e}\n  {expr}\n  {}^", " ".repeat(c.saturating_sub(1))),
+        Some(c) => format!("{e}\n{}", caret(expr, c)),
         None => e.to_string(),
     }
+}
+
+/// Characters of a filter shown on either side of an error's column; a
+/// longer filter is shown as the window around it.
+const CARET_WINDOW: usize = 60;
+
+/// `text` on one line and a caret under its 1-based character `column` on
+/// the next, both indented two spaces. The caret's padding repeats the
+/// tabs before the column, so that it lines up however a terminal sets
+/// them; a text longer than the window is cut to `CARET_WINDOW`
+/// characters either side of the column, each cut marked `...`.
+fn caret(text: &str, column: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let at = column.saturating_sub(1).min(chars.len());
+    let from = at.saturating_sub(CARET_WINDOW);
+    let to = (at + CARET_WINDOW).min(chars.len());
+    let (head, tail) = (
+        if from > 0 { "..." } else { "" },
+        if to < chars.len() { "..." } else { "" },
+    );
+    let shown: String = chars[from..to].iter().collect();
+    let pad: String = std::iter::once(head)
+        .flat_map(|h| h.chars().map(|_| ' '))
+        .chain(
+            chars[from..at]
+                .iter()
+                .map(|&c| if c == '\t' { '\t' } else { ' ' }),
+        )
+        .collect();
+    format!("  {head}{shown}{tail}\n  {pad}^")
 }
 
 /// How messages name a path given on the command line (`-`: standard
@@ -261,7 +291,20 @@ fn load(file: &Path) -> Result<Table, String> {
             // did not compile.
             dpf::Error::InBatch { index, error } => {
                 let l = &lines[index];
-                format!("{name}:{}: {}", l.line, pointed(&l.filter, &error))
+                match error.column() {
+                    // The column in the line, not in its filter.
+                    Some(c) => {
+                        let text = error.to_string();
+                        let message = text.strip_prefix(&format!("column {c}: ")).unwrap_or(&text);
+                        format!(
+                            "{name}:{}:{}: {message}\n{}",
+                            l.line,
+                            l.column + c - 1,
+                            caret(&l.filter, c)
+                        )
+                    }
+                    None => format!("{name}:{}: {error}", l.line),
+                }
             }
             e => format!("{name}: {e}"),
         })?;
@@ -296,8 +339,8 @@ fn compile(file: &Path, json: bool) -> Result<(), String> {
         return Ok(());
     }
     say!(
-        "{} filters compiled in {:.3} ms",
-        table.len(),
+        "{} compiled in {:.3} ms",
+        plural(table.len(), "filter"),
         elapsed.as_secs_f64() * 1e3
     );
     say!(

@@ -328,10 +328,15 @@ pub fn run(sig: &str, target: TargetArg) -> ExitCode {
 }
 
 fn demo<B: Target>(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
-    if let Some(bad) = vcode::Signature::parse(sig)?
-        .params()
-        .iter()
-        .find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D))
+    if vcode::Signature::parse(sig)?.params().is_empty() {
+        return Err("--sig: example 4 takes 1 to 32 parameters; the signature is empty".into());
+    }
+    // The letters as written (`parse` took them, so each is `%` and one
+    // type): `%uc` is named `uc`, not the `u` it is passed as.
+    if let Some(bad) = sig
+        .split('%')
+        .skip(1)
+        .find(|t| !matches!(*t, "i" | "l" | "f" | "d" | "c" | "s"))
     {
         return Err(format!(
             "--sig: example 4 takes parameters of types i, l, f, d (and c, s, passed widened to \

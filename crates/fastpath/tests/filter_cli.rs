@@ -104,7 +104,16 @@ fn compile_and_match_a_table() {
     std::fs::write(&table, "1 tcp\n# a comment\n2 tcp dst port\n").unwrap();
     let (ok, _, err) = fastpath(&["filter", "compile", table.to_str().unwrap()]);
     assert!(!ok);
-    assert!(err.contains("table.txt:3: column 13"), "{err}");
+    // The column in the line (the filter starts at its third character).
+    assert!(err.contains("table.txt:3:15: syntax error"), "{err}");
+    std::fs::write(&table, "1   tcp or 80\n").unwrap();
+    let (ok, _, err) = fastpath(&["filter", "compile", table.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        err.contains("table.txt:1:12: \"80\" needs a qualifier"),
+        "{err}"
+    );
+    assert!(err.contains("\n  tcp or 80\n         ^"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -492,5 +501,42 @@ fn check_rejects_filters_past_the_limits_with_an_error_not_an_abort() {
         err.contains("column 65: parentheses and negations nested more than 64 deep"),
         "{err}"
     );
-    assert!(err.contains(&format!("\n  {}^", " ".repeat(64))), "{err}");
+    // The window around the column, not the whole filter, and the caret
+    // under the 65th negation.
+    let (shown, under) = pointed_at(&err);
+    assert!(shown.chars().count() < 130, "{shown}");
+    assert!(
+        shown.starts_with("...!!!") && shown.ends_with("!!!..."),
+        "{shown}"
+    );
+    assert_eq!(under, '!');
+}
+
+/// The line an error shows and the character its caret points at.
+fn pointed_at(err: &str) -> (String, char) {
+    let lines: Vec<&str> = err.lines().collect();
+    let i = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with('^'))
+        .expect("a caret line");
+    let shown = lines[i - 1].strip_prefix("  ").expect("indented");
+    let caret = lines[i].strip_prefix("  ").expect("indented");
+    let at = caret.chars().count() - 1;
+    (
+        shown.to_string(),
+        shown.chars().nth(at).expect("caret inside"),
+    )
+}
+
+/// A caret lines up under its column however tabs are set: its padding
+/// repeats the tabs before the column.
+#[test]
+fn a_caret_lines_up_under_tabs() {
+    let (ok, _, err) = fastpath(&["filter", "check", "tcp\tport\t80x"]);
+    assert!(!ok);
+    assert!(
+        err.contains("\n  tcp\tport\t80x\n     \t    \t^"),
+        "{err:?}"
+    );
+    assert_eq!(pointed_at(&err).1, '8');
 }

@@ -39,10 +39,25 @@ fn a_bad_signature_is_an_error() {
     let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", "%i%x"]);
     assert!(!ok);
     assert!(err.contains("fastpath vcode demo:"), "{err}");
+    assert!(
+        err.contains("at byte 3: each parameter is `%` and a type letter"),
+        "{err}"
+    );
     let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", "%i%p"]);
     assert!(!ok);
     assert!(
         err.contains("example 4 takes parameters of types i, l, f, d"),
+        "{err}"
+    );
+    // The type as written, not the one it is passed as.
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", "%i%uc"]);
+    assert!(!ok);
+    assert!(err.ends_with("has a parameter of type uc\n"), "{err}");
+    // The help says 1 to 32.
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", ""]);
+    assert!(!ok);
+    assert!(
+        err.contains("takes 1 to 32 parameters; the signature is empty"),
         "{err}"
     );
 }

@@ -188,7 +188,10 @@ pub enum ErrorKind {
         limit: usize,
     },
     /// A parameter type string could not be parsed.
-    #[error("bad parameter type string {sig:?} at byte {at}")]
+    #[error(
+        "bad parameter type string {sig:?} at byte {at}: each parameter is `%` and a type \
+         letter: c, uc, s, us, i, u, l, ul, p, f or d"
+    )]
     BadSignature {
         /// The string.
         sig: String,
