@@ -214,8 +214,13 @@ pub enum TrapKind {
         /// The budget.
         limit: u64,
     },
-    /// The call depth limit was reached (Java's `StackOverflowError`).
-    #[error("call depth exceeded (limit {0})")]
+    /// The call depth limit was reached, or a call's frame would not fit
+    /// in the frame stack (Java's `StackOverflowError`; see
+    /// [`crate::Limits::max_call_depth`]).
+    #[error(
+        "stack overflow: a call past the call depth limit ({0}) or the frame stack's {slots} slots",
+        slots = crate::interpreter::STACK_SLOTS
+    )]
     CallDepthExceeded(u32),
     /// A native method reported an error.
     #[error("native method failed: {0}")]

@@ -298,7 +298,7 @@ fn class_err(reason: impl Into<String>) -> SubsetError {
 
 fn describe(e: DescriptorError, what: &str) -> String {
     match e {
-        DescriptorError::Malformed => format!("malformed {what}"),
+        DescriptorError::Malformed => format!("{what} is malformed"),
         DescriptorError::NotInSubset(t) => format!("{what} uses {t}, which JIVE does not support"),
     }
 }
@@ -521,6 +521,9 @@ fn check_insn(cf: &ClassFile, insn: &Insn) -> Result<(), String> {
             Some(Constant::Class(_)) => {
                 Err("ldc of a class literal: other classes are not in the JIVE subset".into())
             }
+            Some(Constant::Unusable) => Err(format!(
+                "ldc of constant #{i}, an unusable slot (index 0, or the one after a long or double)"
+            )),
             Some(c) => Err(format!("ldc of {c:?} is not in the JIVE subset")),
             None => Err(format!("ldc of constant #{i}, which does not exist")),
         },
