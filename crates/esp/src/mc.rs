@@ -51,8 +51,11 @@
 //!   processes waiting for each other are, whatever the rest does.
 //!
 //! [`Report::exhaustive`] says whether every state within the bounds (the
-//! domains and `max_inputs`) was explored, i.e. [`CheckOptions::max_states`]
-//! was not hit.
+//! domains and `max_inputs`) was explored: no bound
+//! ([`CheckOptions::max_states`], [`CheckOptions::max_memory`]) was hit and
+//! no violation stopped the search. The search stops at the first violation,
+//! so a report with one is never exhaustive: states it did not reach may
+//! hold others.
 //!
 //! ## Judging observed traces
 //!
@@ -311,10 +314,11 @@ pub struct Report {
     pub states: usize,
     /// How many transitions were taken.
     pub transitions: usize,
-    /// True when every state within the bounds was explored (or a
-    /// violation was found before `max_states` was hit).
+    /// True when every state within the bounds was explored: no bound was
+    /// hit and no violation stopped the search (it stops at the first).
     pub exhaustive: bool,
-    /// When not exhaustive: the bound that stopped it.
+    /// The bound that cut the search short, if one did (before the
+    /// violation, when there is one).
     pub stopped: Option<Bound>,
     /// When not exhaustive: every state reachable in at most this many
     /// transitions from the start was explored.
@@ -442,9 +446,24 @@ impl fmt::Display for Report {
             "{} states, {} transitions, ",
             self.states, self.transitions
         )?;
-        match (self.exhaustive, self.stopped) {
-            (true, _) => write!(f, "exhaustive within the bounds"),
-            (false, bound) => {
+        match (self.exhaustive, self.stopped, &self.violation) {
+            (true, _, _) => write!(f, "exhaustive within the bounds"),
+            (false, None, Some(_)) => {
+                write!(
+                    f,
+                    "NOT exhaustive: stopped at the first violation after {} states",
+                    self.states
+                )?;
+                if self.complete_depth > 0 {
+                    write!(
+                        f,
+                        "; every state within {} transitions of the start was explored",
+                        self.complete_depth
+                    )?;
+                }
+                Ok(())
+            }
+            (false, bound, _) => {
                 let why = match bound {
                     Some(Bound::Memory(b)) => format!(
                         "the memory budget of {} MiB was reached (raise it with --max-memory)",
@@ -1329,18 +1348,25 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
     let mut transitions = 0usize;
     // The first bound hit, and the depth up to which the search is complete.
     let mut stop: Option<(Bound, u32)> = None;
+    // `depth`: for a violation, the depth of the state it was found from
+    // (breadth-first, every state that deep was stored before it).
     let report = |seen: &Visited,
+                  depth: u32,
                   violation: Option<Violation>,
                   trace: Vec<Step>,
                   transitions: usize,
                   stop: Option<(Bound, u32)>| Report {
-        violation,
         trace,
         states: seen.states.len(),
         transitions,
-        exhaustive: stop.is_none(),
+        exhaustive: stop.is_none() && violation.is_none(),
         stopped: stop.map(|s| s.0),
-        complete_depth: stop.map_or(0, |s| s.1),
+        complete_depth: match stop {
+            Some((_, d)) if violation.is_some() => d.min(depth),
+            Some((_, d)) => d,
+            None => depth,
+        },
+        violation,
     };
 
     let mut choices = Choices::default();
@@ -1350,6 +1376,7 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
         if let Some((p, f)) = fault {
             return Ok(report(
                 &seen,
+                0,
                 Some(m.violation(p, f)),
                 vec![step],
                 transitions,
@@ -1385,6 +1412,7 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
                 let trace = seen.trace(&m, head);
                 return Ok(report(
                     &seen,
+                    seen.depth(head),
                     Some(Violation::Deadlock { stuck }),
                     trace,
                     transitions,
@@ -1402,6 +1430,7 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
                     trace.push(step);
                     return Ok(report(
                         &seen,
+                        seen.depth(head),
                         Some(m.violation(p, f)),
                         trace,
                         transitions,
@@ -1422,7 +1451,7 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
         }
         head += 1;
     }
-    Ok(report(&seen, None, Vec::new(), transitions, stop))
+    Ok(report(&seen, 0, None, Vec::new(), transitions, stop))
 }
 
 /// An event on an external channel, as a backend observed it (the

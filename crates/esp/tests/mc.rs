@@ -69,7 +69,13 @@ fn a_deadlock_that_needs_one_particular_input_is_found_with_that_input() {
         (chan.as_str(), process.as_str(), values.as_slice()),
         ("req", "P", &[2][..])
     );
-    assert!(r.exhaustive);
+    // The search stops at the first violation: it is not exhaustive.
+    assert!(!r.exhaustive && r.stopped.is_none(), "{r}");
+    assert!(
+        r.to_string()
+            .contains("NOT exhaustive: stopped at the first violation after"),
+        "{r}"
+    );
 }
 
 #[test]
@@ -610,4 +616,60 @@ fn a_finite_loop_longer_than_the_step_limit_says_the_limit() {
     )
     .unwrap();
     assert!(long.is_ok(), "{long}");
+}
+
+/// The search stops at the first violation, so a report with one is never
+/// exhaustive: it says after how many states it stopped. The program with
+/// an `assert` stops after 3 states, where without it the search explores
+/// 19 (and is exhaustive); the same for a deadlock, a division by zero and
+/// the step limit (which stops before the first state).
+#[test]
+fn a_report_that_stops_at_a_violation_is_not_exhaustive() {
+    let with = |body: &str| {
+        format!(
+            "channel i(int) external in; channel o(int) external out;
+             process P {{ var a; while (true) {{ in(i, a); {body} out(o, a); }} }}"
+        )
+    };
+    let full = check(&with(""));
+    assert!(full.exhaustive && full.is_ok(), "{full}");
+    assert_eq!(full.states, 19, "{full}");
+    assert!(full.to_string().contains("exhaustive within the bounds"));
+    let cases = [
+        with("assert(a != 2);"),
+        with("a = 10 / (a - 2);"),
+        "channel a(int); channel b(int);
+         process P { var x; out(a, 1); in(b, x); }
+         process Q { var y; out(b, 2); in(a, y); }"
+            .to_string(),
+    ];
+    for src in &cases {
+        let r = check(src);
+        assert!(r.violation.is_some(), "{r}");
+        assert!(!r.exhaustive && !r.is_ok() && r.stopped.is_none(), "{r}");
+        assert!(r.states < full.states, "{r}");
+        let text = r.to_string();
+        assert!(
+            text.contains(&format!(
+                "NOT exhaustive: stopped at the first violation after {} states",
+                r.states
+            )) && !text.contains("exhaustive within the bounds"),
+            "{text}"
+        );
+    }
+    let options = CheckOptions {
+        max_local_steps: 0,
+        ..CheckOptions::default()
+    };
+    let r = mc::check(&compile(&with("")), &options).unwrap();
+    assert!(
+        matches!(r.violation, Some(Violation::Diverges { .. })),
+        "{r}"
+    );
+    assert!(!r.exhaustive && r.states == 0, "{r}");
+    assert!(
+        r.to_string()
+            .contains("NOT exhaustive: stopped at the first violation after 0 states"),
+        "{r}"
+    );
 }

@@ -10,7 +10,10 @@
 //!   the channel first; every
 //!   external out message is printed as `CHAN v1 v2 ...` (or written to
 //!   `--out CHAN=PATH`). Host functions are defined as ESP expressions:
-//!   `--extern 'translate(a)=a + 0x100000'`.
+//!   `--extern 'translate(a)=a + 0x100000'`. Flags that would be ignored
+//!   are refused: `--fastpath` with `--backend automata`, a second `--in`,
+//!   `--out` or `--extern` for one channel or function, `--in` on a
+//!   channel that is not `external in`.
 //! - `check FILE` explores the program's states and reports deadlocks and
 //!   failed assertions with a shortest trace, within a state bound, a
 //!   memory budget and a step limit for local code, printing progress on
@@ -389,7 +392,15 @@ fn run(
     externs: &[String],
     stats: bool,
 ) -> Result<ExitCode, String> {
+    if spec.is_some() && matches!(backend, BackendArg::Automata) {
+        // As `dump --automaton --fastpath`: the automaton is the whole
+        // program, with no fast paths to extract.
+        return Err(
+            "the argument '--backend automata' cannot be used with '--fastpath <SPEC>'".into(),
+        );
+    }
     let program = load(file)?;
+    let spec_file = spec;
     let spec = spec.map(|s| load_spec(s, &program)).transpose()?;
     let backend = match backend {
         BackendArg::Interp => Backend::Interp,
@@ -414,9 +425,12 @@ fn run(
         .map(|c| (c.name.clone(), c.arity as usize))
         .collect();
     // Host functions: parsed before the machine takes the program.
-    let mut host_fns = Vec::new();
+    let mut host_fns: Vec<esp::hostfn::HostFn> = Vec::new();
     for def in externs {
         let f = esp::hostfn::HostFn::parse(def).map_err(|e| format!("--extern {def:?}: {e}"))?;
+        if host_fns.iter().any(|g| g.name() == f.name()) {
+            return Err(format!("--extern {def:?}: {} is defined twice", f.name()));
+        }
         match program.extern_fn(f.name()) {
             None => {
                 return Err(format!(
@@ -442,7 +456,12 @@ fn run(
             ..Options::default()
         },
     )
-    .map_err(|e| at(file, &e))?;
+    .map_err(|e| match (&e, spec_file) {
+        // Extraction checks the specification against the program: its
+        // positions are in the specification's file.
+        (esp::Error::Spec { .. }, Some(spec)) => at(spec, &e),
+        _ => at(file, &e),
+    })?;
     for f in host_fns {
         let name = f.name().to_string();
         machine
@@ -450,11 +469,24 @@ fn run(
             .map_err(|e| e.to_string())?;
     }
     // Inputs: the named files, or stdin for a lone external in channel.
+    let mut fed: Vec<&str> = Vec::new();
     for arg in inputs {
         let (chan, path) = pair(arg, "--in")?;
         let Some(&n) = arity.get(chan) else {
             return Err(format!("--in {arg:?}: the program has no channel {chan:?}"));
         };
+        // The direction before the file, whose fields would not fit anyway.
+        if !ext_in.iter().any(|c| c.name == chan) {
+            return Err(format!(
+                "--in {arg:?}: channel {chan} is not an external in channel"
+            ));
+        }
+        if fed.contains(&chan) {
+            return Err(format!(
+                "--in {arg:?}: channel {chan} is given twice (one --in a channel)"
+            ));
+        }
+        fed.push(chan);
         let text = if path == "-" {
             read_stdin()?
         } else {
@@ -483,7 +515,14 @@ fn run(
                 "--out {arg:?}: {chan:?} is not an external out channel"
             ));
         }
-        files.insert(chan.to_string(), PathBuf::from(path));
+        if files
+            .insert(chan.to_string(), PathBuf::from(path))
+            .is_some()
+        {
+            return Err(format!(
+                "--out {arg:?}: channel {chan} is given twice (one --out a channel)"
+            ));
+        }
     }
     for chan in &ext_out {
         if files.contains_key(chan) {
@@ -594,7 +633,9 @@ fn check(file: &Path, mut options: esp::mc::CheckOptions, json: bool) -> Result<
 }
 
 /// The report as JSON: `ok`, `exhaustive`, `states`, `transitions`,
-/// `stopped_by` (`null`, `"states"` or `"memory"`), `complete_depth`,
+/// `stopped_by` (`null`, `"states"`, `"memory"` or `"violation"`: the
+/// search stops at the first violation, so a report with one is not
+/// exhaustive), `complete_depth`,
 /// `violation` (`null`, or `kind`, `message` and, where it applies,
 /// `process`, `line`, `column`, `limit`, `stuck`) and `trace` (one string a
 /// step).
@@ -635,10 +676,11 @@ fn report_json(r: &esp::mc::Report) -> serde_json::Value {
         "exhaustive": r.exhaustive,
         "states": r.states,
         "transitions": r.transitions,
-        "stopped_by": match r.stopped {
-            None => None,
-            Some(Bound::States(_)) => Some("states"),
-            Some(Bound::Memory(_)) => Some("memory"),
+        "stopped_by": match (r.stopped, &r.violation) {
+            (Some(Bound::States(_)), _) => Some("states"),
+            (Some(Bound::Memory(_)), _) => Some("memory"),
+            (None, Some(_)) => Some("violation"),
+            (None, None) => None,
         },
         "complete_depth": if r.exhaustive { None } else { Some(r.complete_depth) },
         "violation": violation,
@@ -652,12 +694,14 @@ fn dump(file: &Path, spec: Option<&Path>, automaton: bool) -> Result<ExitCode, S
     let mut graphs = Vec::new();
     if automaton {
         graphs.push(esp::automata::automaton(&program, &options).map_err(|e| e.to_string())?);
-    } else if let Some(spec) = spec {
-        let spec = load_spec(spec, &program)?;
+    } else if let Some(spec_file) = spec {
+        let spec = load_spec(spec_file, &program)?;
         for fp in &spec.fastpaths {
             graphs.push(
-                esp::explore::fast_path(&program, fp, &options)
-                    .map_err(|e| format!("fast path {}: {e}", fp.name))?,
+                esp::explore::fast_path(&program, fp, &options).map_err(|e| match e {
+                    esp::Error::Spec { .. } => at(spec_file, &e),
+                    _ => format!("fast path {}: {e}", fp.name),
+                })?,
             );
         }
     }

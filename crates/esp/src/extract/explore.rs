@@ -110,7 +110,7 @@ pub fn fast_path(program: &Program, fp: &FastPath, options: &ExploreOptions) -> 
     let mut autos = Vec::new();
     let mut counters = 0u32;
     for ps in &fp.procs {
-        let a = PathAutomaton::new(ps, counters);
+        let a = PathAutomaton::new(ps, counters)?;
         counters += a.counter_count();
         autos.push(a);
     }

@@ -38,6 +38,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::error::{Error, Result};
 use crate::ir::{Pos, StmtRef};
 use crate::spec::{Element, ProcSpec, Regex};
 
@@ -72,6 +73,16 @@ pub struct PathAutomaton {
     pub counters: Vec<Pos>,
 }
 
+/// The most work one automaton's construction may do: each step considers
+/// one follow pair `(p, q)` (linking it, or annotating it with the counters
+/// of the repetitions it enters). A `follows` expression may legitimately
+/// need a quadratic number of pairs in its length (`(a | b | c)*` links
+/// every element to every other), so the construction is bounded rather
+/// than linear: past this budget the specification is refused with
+/// [`Error::Spec`] at the element being linked. 250,000 steps take a few
+/// milliseconds and about 15 MB.
+pub const MAX_WORK: usize = 250_000;
+
 /// What the Glushkov construction knows of a subexpression.
 struct Info {
     nullable: bool,
@@ -87,6 +98,20 @@ struct Builder {
     /// Each repetition: its counter, the first positions of its body and
     /// the range of positions of its body.
     reps: Vec<(u32, BTreeSet<u32>, std::ops::Range<u32>)>,
+    /// The steps done so far, against `limit`.
+    work: usize,
+    limit: usize,
+}
+
+fn too_large(pos: Pos, limit: usize) -> Error {
+    Error::Spec {
+        pos,
+        msg: format!(
+            "path expression too large: its automaton needs more than {limit} steps \
+             to build (too many elements may follow one another; merge repeated \
+             or optional parts)"
+        ),
+    }
 }
 
 impl Builder {
@@ -104,7 +129,25 @@ impl Builder {
         }
     }
 
-    fn link(&mut self, from: &BTreeSet<u32>, to: &BTreeSet<u32>, counter: Option<u32>) {
+    /// Counts `steps` steps of work; past the budget, an error at `pos`.
+    fn charge(&mut self, steps: usize, pos: Pos) -> Result<()> {
+        self.work = self.work.saturating_add(steps);
+        if self.work > self.limit {
+            return Err(too_large(pos, self.limit));
+        }
+        Ok(())
+    }
+
+    fn link(
+        &mut self,
+        from: &BTreeSet<u32>,
+        to: &BTreeSet<u32>,
+        counter: Option<u32>,
+    ) -> Result<()> {
+        if let Some(&q) = to.first() {
+            let pos = self.positions[q as usize].elem.pos;
+            self.charge(from.len().saturating_mul(to.len()), pos)?;
+        }
         for &p in from {
             for &q in to {
                 let set = self.follow[p as usize].entry(q).or_default();
@@ -113,14 +156,15 @@ impl Builder {
                 }
             }
         }
+        Ok(())
     }
 
-    fn seq(&mut self, parts: Vec<Info>) -> Info {
+    fn seq(&mut self, parts: Vec<Info>) -> Result<Info> {
         let mut nullable = true;
         let mut first = BTreeSet::new();
         let mut last: BTreeSet<u32> = BTreeSet::new();
         for part in parts {
-            self.link(&last, &part.first, None);
+            self.link(&last, &part.first, None)?;
             if nullable {
                 first.extend(part.first.iter().copied());
             }
@@ -131,19 +175,32 @@ impl Builder {
             }
             nullable &= part.nullable;
         }
-        Info {
+        Ok(Info {
             nullable,
             first,
             last,
-        }
+        })
     }
 
-    fn regex(&mut self, r: &Regex) -> Info {
-        match r {
+    fn regex(&mut self, r: &Regex) -> Result<Info> {
+        Ok(match r {
             Regex::Elem(e) => self.position(e, false),
             Regex::Seq(parts) => {
-                let infos = parts.iter().map(|p| self.regex(p)).collect();
-                self.seq(infos)
+                // `r* r*` matches what `r*` does: the copies are dropped, so
+                // that stacked repetitions stay linear (with one counter,
+                // the path aborts no later than with several).
+                let mut infos = Vec::with_capacity(parts.len());
+                let mut prev: Option<&Regex> = None;
+                for p in parts {
+                    if let (Some(q), Regex::Star(_)) = (prev, p)
+                        && same(q, p)
+                    {
+                        continue;
+                    }
+                    prev = Some(p);
+                    infos.push(self.regex(p)?);
+                }
+                self.seq(infos)?
             }
             Regex::Alt(parts) => {
                 let mut info = Info {
@@ -152,7 +209,7 @@ impl Builder {
                     last: BTreeSet::new(),
                 };
                 for p in parts {
-                    let i = self.regex(p);
+                    let i = self.regex(p)?;
                     info.nullable |= i.nullable;
                     info.first.extend(i.first);
                     info.last.extend(i.last);
@@ -163,8 +220,8 @@ impl Builder {
                 let c = self.counter_base + self.counters.len() as u32;
                 self.counters.push(first_pos(body));
                 let from = self.positions.len() as u32;
-                let mut i = self.regex(body);
-                self.link(&i.last, &i.first, Some(c));
+                let mut i = self.regex(body)?;
+                self.link(&i.last, &i.first, Some(c))?;
                 self.reps
                     .push((c, i.first.clone(), from..self.positions.len() as u32));
                 if matches!(r, Regex::Star(_)) {
@@ -173,11 +230,29 @@ impl Builder {
                 i
             }
             Regex::Opt(body) => {
-                let mut i = self.regex(body);
+                let mut i = self.regex(body)?;
                 i.nullable = true;
                 i
             }
-        }
+        })
+    }
+}
+
+/// True when `a` and `b` are the same expression, wherever written.
+fn same(a: &Regex, b: &Regex) -> bool {
+    fn elem(a: &Element, b: &Element) -> bool {
+        a.stmt == b.stmt && a.pred == b.pred && a.partner == b.partner && a.yield_to == b.yield_to
+    }
+    fn all(a: &[Regex], b: &[Regex]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+    }
+    match (a, b) {
+        (Regex::Elem(x), Regex::Elem(y)) => elem(x, y),
+        (Regex::Seq(x), Regex::Seq(y)) | (Regex::Alt(x), Regex::Alt(y)) => all(x, y),
+        (Regex::Star(x), Regex::Star(y))
+        | (Regex::Plus(x), Regex::Plus(y))
+        | (Regex::Opt(x), Regex::Opt(y)) => same(x, y),
+        _ => false,
     }
 }
 
@@ -192,26 +267,35 @@ fn first_pos(r: &Regex) -> Pos {
 
 impl PathAutomaton {
     /// Builds the automaton of `start · follows · exit` for one process;
-    /// its repetition counters are numbered from `counter_base`.
-    pub fn new(spec: &ProcSpec, counter_base: u32) -> PathAutomaton {
+    /// its repetition counters are numbered from `counter_base`. Fails with
+    /// [`Error::Spec`] when the construction would take more than
+    /// [`MAX_WORK`] steps.
+    pub fn new(spec: &ProcSpec, counter_base: u32) -> Result<PathAutomaton> {
+        Self::with_limit(spec, counter_base, MAX_WORK)
+    }
+
+    /// [`PathAutomaton::new`] with another work budget.
+    pub fn with_limit(spec: &ProcSpec, counter_base: u32, limit: usize) -> Result<PathAutomaton> {
         let mut b = Builder {
             positions: Vec::new(),
             follow: Vec::new(),
             counter_base,
             counters: Vec::new(),
             reps: Vec::new(),
+            work: 0,
+            limit,
         };
         let mut parts = vec![b.position(&spec.start, false)];
         if let Some(f) = &spec.follows {
-            parts.push(b.regex(f));
+            parts.push(b.regex(f)?);
         }
-        let whole = b.seq(parts);
+        let whole = b.seq(parts)?;
         if let Some(x) = &spec.exit {
             // The exit may end the path after any event from the start on
             // (see the module documentation).
             let before: BTreeSet<u32> = (0..b.positions.len() as u32).collect();
             let x = b.position(x, true);
-            b.link(&before, &x.first, None);
+            b.link(&before, &x.first, None)?;
         }
         // The initial pseudo-position goes last in `follow`.
         let mut init = BTreeMap::new();
@@ -220,16 +304,29 @@ impl PathAutomaton {
         }
         b.follow.push(init);
         // Entering a repetition from outside its body starts its first
-        // iteration.
+        // iteration. Each pair is looked at once, with the repetitions whose
+        // body it may enter (at most the nesting depth of them).
         let init_index = b.positions.len() as u32;
-        for (c, first, body) in &b.reps {
-            for (p, f) in b.follow.iter_mut().enumerate() {
-                let p = p as u32;
-                if p != init_index && body.contains(&p) {
-                    continue;
-                }
-                for (q, cs) in f.iter_mut() {
-                    if first.contains(q) {
+        let mut entering: Vec<Vec<usize>> = vec![Vec::new(); b.positions.len()];
+        for (r, (_, first, _)) in b.reps.iter().enumerate() {
+            for &q in first {
+                entering[q as usize].push(r);
+            }
+        }
+        let pos = spec.follows.as_ref().map_or(spec.start.pos, first_pos);
+        let mut steps = 0usize;
+        for f in &b.follow {
+            for q in f.keys() {
+                steps = steps.saturating_add(entering[*q as usize].len());
+            }
+        }
+        b.charge(steps, pos)?;
+        for (p, f) in b.follow.iter_mut().enumerate() {
+            let p = p as u32;
+            for (q, cs) in f.iter_mut() {
+                for &r in &entering[*q as usize] {
+                    let (c, _, body) = &b.reps[r];
+                    if p == init_index || !body.contains(&p) {
                         cs.insert(*c);
                     }
                 }
@@ -237,13 +334,13 @@ impl PathAutomaton {
         }
         let mut stmts: BTreeSet<StmtRef> = spec.stmts.iter().copied().collect();
         stmts.extend(b.positions.iter().map(|p| p.elem.stmt));
-        PathAutomaton {
+        Ok(PathAutomaton {
             positions: b.positions,
             follow: b.follow,
             stmts,
             counter_base,
             counters: b.counters,
-        }
+        })
     }
 
     /// The initial state.
@@ -371,7 +468,7 @@ mod tests {
                 Regex::Elem(el(h3)),
             ]))),
         ]);
-        let a = PathAutomaton::new(&spec(h0, Some(f), Some(x)), 5);
+        let a = PathAutomaton::new(&spec(h0, Some(f), Some(x)), 5).unwrap();
         assert_eq!(a.counter_count(), 1);
         assert!(a.listed(s(h2)) && !a.listed(s(7)));
         let init = PathAutomaton::initial();
@@ -408,7 +505,7 @@ mod tests {
             Regex::Elem(el(1)),
             Regex::Plus(Box::new(Regex::Elem(el(2)))),
         ])));
-        let a = PathAutomaton::new(&spec(0, Some(f), None), 0);
+        let a = PathAutomaton::new(&spec(0, Some(f), None), 0).unwrap();
         assert_eq!(a.counter_count(), 2);
         // positions: 0 start, 1 a, 2 b; counter 0 is the outer `*`, 1 the `+`.
         assert_eq!(a.counters_between(&[0], &[1]), vec![0]);
@@ -426,7 +523,7 @@ mod tests {
             Regex::Elem(el(1)),
             Regex::Seq(vec![Regex::Elem(el(1)), Regex::Elem(el(3))]),
         ]);
-        let b = PathAutomaton::new(&spec(0, Some(g), None), 0);
+        let b = PathAutomaton::new(&spec(0, Some(g), None), 0).unwrap();
         assert_eq!(b.step_candidates(&[0], s(1)), vec![1, 2]);
         assert_eq!(b.step_candidates(&[1, 2], s(3)), vec![3]);
         assert!(b.step_candidates(&[1], s(3)).is_empty());
@@ -436,7 +533,7 @@ mod tests {
             Regex::Star(Box::new(Regex::Elem(el(1)))),
             Regex::Elem(el(2)),
         ])));
-        let c = PathAutomaton::new(&spec(0, Some(h), None), 0);
+        let c = PathAutomaton::new(&spec(0, Some(h), None), 0).unwrap();
         // counter 0: the outer `*`; counter 1: `a*`.
         assert_eq!(c.counters_between(&[1], &[2]), Vec::<u32>::new());
         assert_eq!(c.counters_between(&[1], &[1]), vec![1]);
@@ -452,7 +549,7 @@ mod tests {
             Regex::Opt(Box::new(Regex::Elem(el(1)))),
             Regex::Plus(Box::new(Regex::Elem(el(2)))),
         ]);
-        let a = PathAutomaton::new(&spec(0, Some(f), Some(3)), 0);
+        let a = PathAutomaton::new(&spec(0, Some(f), Some(3)), 0).unwrap();
         assert_eq!(a.step_candidates(&[0], s(1)), vec![1]);
         assert_eq!(a.step_candidates(&[0], s(2)), vec![2]);
         // The exit can be taken from every state but the initial one.
@@ -466,9 +563,81 @@ mod tests {
         // Exiting counts no repetition.
         assert!(a.counters_between(&[2], &[3]).is_empty());
         // Without follows, the exit directly follows the start.
-        let b = PathAutomaton::new(&spec(0, None, Some(0)), 0);
+        let b = PathAutomaton::new(&spec(0, None, Some(0)), 0).unwrap();
         assert_eq!(b.exit_candidates(&[0], s(0)), vec![1]);
         assert!(b.step_candidates(&[0], s(0)).is_empty());
         assert_eq!(b.counter_count(), 0);
+    }
+
+    /// Stacked repetitions of one element (`#1* #1* ... #1*`, a spec of a
+    /// few kilobytes) once took cubic time in their number: they are one
+    /// repetition now, with one position and one counter.
+    #[test]
+    fn stacked_repetitions_of_one_element_stay_small() {
+        let f = Regex::Seq(
+            (0..2000)
+                .map(|_| Regex::Star(Box::new(Regex::Elem(el(1)))))
+                .collect(),
+        );
+        // A budget of a few steps a copy: the old construction needed
+        // millions (every copy followed by every later one).
+        let a = PathAutomaton::with_limit(&spec(0, Some(f), Some(2)), 0, 100).unwrap();
+        assert_eq!(a.positions.len(), 3);
+        assert_eq!(a.counter_count(), 1);
+        assert_eq!(a.step_candidates(&[0], s(1)), vec![1]);
+        assert_eq!(a.step_candidates(&[1], s(1)), vec![1]);
+        assert_eq!(a.counters_between(&[1], &[1]), vec![0]);
+        assert_eq!(a.exit_candidates(&[1], s(2)), vec![2]);
+        // Only equal neighbours merge: `a* b* a*` keeps three.
+        let g = Regex::Seq(vec![
+            Regex::Star(Box::new(Regex::Elem(el(1)))),
+            Regex::Star(Box::new(Regex::Elem(el(3)))),
+            Regex::Star(Box::new(Regex::Elem(el(1)))),
+        ]);
+        let b = PathAutomaton::new(&spec(0, Some(g), None), 0).unwrap();
+        assert_eq!((b.positions.len(), b.counter_count()), (4, 3));
+    }
+
+    /// A `follows` whose automaton is quadratic in its length
+    /// (`#1* #3* #1* #3* ...`: every element may follow every earlier one)
+    /// is refused with a specification error at the element being linked
+    /// once the construction has done [`MAX_WORK`] steps.
+    #[test]
+    fn a_quadratic_automaton_is_refused_past_the_work_budget() {
+        let alternating = |n: u32| {
+            Regex::Seq(
+                (0..n)
+                    .map(|i| {
+                        let mut e = el(1 + 2 * (i % 2));
+                        e.pos = Pos {
+                            line: 2,
+                            col: 1 + i,
+                        };
+                        Regex::Star(Box::new(Regex::Elem(e)))
+                    })
+                    .collect(),
+            )
+        };
+        // 400 copies: about 80,000 pairs, within the budget.
+        let a = PathAutomaton::new(&spec(0, Some(alternating(400)), Some(2)), 0).unwrap();
+        assert_eq!(a.counter_count(), 400);
+        // 2,000 copies need about two million steps.
+        let e = PathAutomaton::new(&spec(0, Some(alternating(2000)), Some(2)), 0).unwrap_err();
+        let Error::Spec { pos, msg } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(pos.line, 2);
+        assert!(pos.col > 400 && pos.col <= 2000, "{pos:?}");
+        assert!(
+            msg.contains("too large") && msg.contains(&MAX_WORK.to_string()),
+            "{msg}"
+        );
+        // A smaller budget stops sooner.
+        let e =
+            PathAutomaton::with_limit(&spec(0, Some(alternating(400)), None), 0, 1000).unwrap_err();
+        assert!(
+            matches!(e, Error::Spec { pos, .. } if pos.col <= 100),
+            "{e:?}"
+        );
     }
 }
