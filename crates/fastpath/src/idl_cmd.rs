@@ -128,8 +128,11 @@ fn run(cmd: IdlCmd) -> Result<(), String> {
                     let (h, c) = idl::gen_c::generate(&idl, &stem);
                     let mut files = vec![(format!("{stem}.h"), h), (format!("{stem}.c"), c)];
                     // Into a directory, the channel's C run time too, so
-                    // that the directory compiles on its own.
+                    // that the directory compiles on its own (and a file
+                    // named like it would be overwritten by it).
                     if out.is_some() {
+                        idl::gen_c::check_stem(&stem)
+                            .map_err(|e| e.with_file(&file).to_string())?;
                         files.push(("idl_rt.h".to_owned(), idl::gen_c::RUNTIME_H.to_owned()));
                         files.push(("idl_rt.c".to_owned(), idl::gen_c::RUNTIME_C.to_owned()));
                     }

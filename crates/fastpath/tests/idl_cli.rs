@@ -133,6 +133,31 @@ fn compile_creates_the_out_directory() {
     }
 }
 
+/// A file named like the C run time would have its stubs overwritten by
+/// it in the output directory: refused, and nothing is written.
+#[test]
+fn a_file_named_like_the_c_run_time_is_refused() {
+    let tmp = scratch("idl-rt");
+    let file = tmp.path().join("idl_rt.idl");
+    std::fs::copy(pfs(), &file).unwrap();
+    let dir = tmp.path().join("out");
+    let (ok, _, err) = fastpath(&[
+        "idl",
+        "compile",
+        file.to_str().unwrap(),
+        "--lang",
+        "c",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("idl_rt.idl: ") && err.contains("rename the IDL file"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "written despite the refusal");
+}
+
 /// A file that declares nothing (empty, or only comments) generates
 /// nothing, so it is an error that says what a file must declare; one with
 /// types but no interface is compiled, with a warning that it has no stubs.

@@ -34,6 +34,32 @@ pub enum ErrorKind {
     /// duplicate name, a type where it may not be, a wrong `size_is`.
     #[error("{0}")]
     Check(String),
+    /// Two declarations whose names clash: they differ only in case (one
+    /// name in CORBA IDL), or the generated C or Rust would give them the
+    /// same identifier. The error's position is `second`'s; `first` is
+    /// the earlier declaration, at `first_pos`.
+    #[error("{second} clashes with {first} at {first_pos}: {why}")]
+    Clash {
+        /// The earlier declaration, e.g. "operation `a` of interface `I`".
+        first: String,
+        /// Where the earlier declaration is.
+        first_pos: Pos,
+        /// The later declaration (at the error's position).
+        second: String,
+        /// How they clash, e.g. "names that differ only in case are one
+        /// name in IDL".
+        why: String,
+    },
+    /// A name the generated code cannot take: the run time's prefix
+    /// `idl_`, or a name the C standard headers it includes define
+    /// (`INT32_MAX`, `size_t`, `memset`, ...).
+    #[error("`{name}` is reserved: {why}; choose another name")]
+    Reserved {
+        /// The name.
+        name: String,
+        /// Whose it is.
+        why: String,
+    },
     /// An interface or operation exceeds a limit: one of the configured
     /// [`crate::Limits`] (named by `limit`, and by the message as
     /// `(Limits::max_record)`), or a fixed one of the wire (`limit` is
@@ -99,6 +125,25 @@ impl CompileError {
     /// A broken static rule at `pos`.
     pub fn check(pos: Pos, msg: impl Into<String>) -> CompileError {
         CompileError::new(pos, ErrorKind::Check(msg.into()))
+    }
+
+    /// A clash of `second` (at `pos`) with `first` (at `first_pos`).
+    pub fn clash(
+        pos: Pos,
+        second: impl Into<String>,
+        first: impl Into<String>,
+        first_pos: Pos,
+        why: impl Into<String>,
+    ) -> CompileError {
+        CompileError::new(
+            pos,
+            ErrorKind::Clash {
+                first: first.into(),
+                first_pos,
+                second: second.into(),
+                why: why.into(),
+            },
+        )
     }
 
     /// An exceeded fixed limit at `pos`.

@@ -30,7 +30,7 @@
 //!   from an implementation is `IDL_SERVER_FAILED`;
 //! - `<iface>_dispatch` switches on the key, `<iface>_serve` is the loop.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::model::plan::{OpPlan, plan};
@@ -57,8 +57,35 @@ pub const RUNTIME_C: &str = include_str!("../c/idl_rt.c");
 /// # Ok::<(), idl::CompileError>(())
 /// ```
 pub fn generate(idl: &Idl, stem: &str) -> (String, String) {
-    let g = Gen { idl };
+    let g = Gen {
+        idl,
+        names: names(idl),
+    };
     (g.header(stem), g.source(stem))
+}
+
+/// Checks that `stem` can name generated C files beside the run time:
+/// `<stem>.h` and `<stem>.c` must not be the run time's `idl_rt.h` and
+/// `idl_rt.c` (a file `idl_rt.idl`), which a directory of generated code
+/// also holds. Call it before writing [`generate`]'s files with
+/// [`RUNTIME_H`] and [`RUNTIME_C`] beside them.
+///
+/// ```
+/// assert!(idl::gen_c::check_stem("pfs").is_ok());
+/// let e = idl::gen_c::check_stem("idl_rt").unwrap_err();
+/// assert!(e.to_string().contains("idl_rt.h"));
+/// ```
+pub fn check_stem(stem: &str) -> Result<(), crate::CompileError> {
+    if stem.eq_ignore_ascii_case("idl_rt") {
+        return Err(crate::CompileError::new(
+            crate::Pos::default(),
+            crate::error::ErrorKind::Reserved {
+                name: stem.to_string(),
+                why: "the generated idl_rt.h and idl_rt.c would be the C run time's files of that name; rename the IDL file".to_string(),
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// What every generated header says about its conventions.
@@ -147,7 +174,7 @@ const C_KEYWORDS: &[&str] = &[
 ];
 
 /// An IDL name as a C identifier: C's keywords get a `_` appended.
-fn ident(name: &str) -> String {
+pub(crate) fn ident(name: &str) -> String {
     if C_KEYWORDS.contains(&name) {
         format!("{name}_")
     } else {
@@ -266,6 +293,103 @@ fn c_max(max: u32) -> String {
 
 struct Gen<'a> {
     idl: &'a Idl,
+    /// Per interface (by name), the names of its generated functions and
+    /// types ([`names`]).
+    names: HashMap<String, IfaceNames>,
+}
+
+/// The C names of an interface's generated functions and types besides
+/// its client stubs.
+struct IfaceNames {
+    /// `<iface>_impl`, the server's table.
+    impl_t: String,
+    /// `<iface>_dispatch`.
+    dispatch: String,
+    /// `<iface>_serve`, the server loop.
+    serve: String,
+    /// Per operation, by key.
+    ops: Vec<OpNames>,
+}
+
+/// The C names of an operation's server stub and record.
+#[derive(Clone)]
+struct OpNames {
+    /// `<op>_server`.
+    server: String,
+    /// `<op>_msg`.
+    msg: String,
+}
+
+/// The C name of operation `op` of interface `iface` (both as the model
+/// names them): its client stub's, and the base of its key macros
+/// (`<OP>_KEY`): `<iface>_<op>`, or `op` if it already starts so. The
+/// front end (`crate::clash`) checks that these clash with nothing.
+pub(crate) fn op_c_name(iface: &str, op: &str) -> String {
+    let prefix = format!("{iface}_");
+    if op.starts_with(&prefix) {
+        op.to_string()
+    } else {
+        format!("{prefix}{op}")
+    }
+}
+
+/// The names of what the generator adds to an interface
+/// (`<iface>_impl`, `<iface>_dispatch`, `<iface>_serve`, `<op>_server`,
+/// `<op>_msg`): the usual ones, with `_` appended until they clash with
+/// no identifier the IDL names (an operation `serve`, or `a` beside
+/// `a_server`) and with no other added name.
+fn names(idl: &Idl) -> HashMap<String, IfaceNames> {
+    let mut taken: HashSet<String> = HashSet::new();
+    for s in &idl.structs {
+        taken.insert(ident(&s.name));
+        taken.extend(s.fields.iter().map(|(f, _)| ident(f)));
+    }
+    taken.extend(idl.consts.iter().map(|(n, _, _)| ident(n)));
+    for iface in &idl.interfaces {
+        for op in &iface.ops {
+            let n = op_c_name(&iface.name, &op.name);
+            let up = n.to_ascii_uppercase();
+            taken.extend([
+                format!("{up}_KEY"),
+                format!("{up}_REQUEST_SIZE"),
+                format!("{up}_SIZE"),
+                ident(&op.name),
+                n,
+            ]);
+            taken.extend(op.params.iter().map(|p| ident(&p.name)));
+        }
+    }
+    let mut fresh = |base: String| {
+        let mut n = base;
+        while taken.contains(&n) {
+            n.push('_');
+        }
+        taken.insert(n.clone());
+        n
+    };
+    idl.interfaces
+        .iter()
+        .map(|iface| {
+            let iname = ident(&iface.name);
+            let names = IfaceNames {
+                impl_t: fresh(format!("{iname}_impl")),
+                dispatch: fresh(format!("{iname}_dispatch")),
+                serve: fresh(format!("{iname}_serve")),
+                ops: iface
+                    .ops
+                    .iter()
+                    .map(|op| {
+                        let n = op_c_name(&iface.name, &op.name);
+                        OpNames {
+                            server: fresh(format!("{n}_server")),
+                            msg: fresh(format!("{n}_msg")),
+                        }
+                    })
+                    .collect(),
+            };
+            (iface.name.clone(), names)
+        })
+        .collect()
 }
 
 impl Gen<'_> {
@@ -336,12 +460,22 @@ impl Gen<'_> {
     // ---- names -----------------------------------------------------------
 
     fn op_name(iface: &Interface, op: &Op) -> String {
-        let prefix = format!("{}_", iface.name);
-        if op.name.starts_with(&prefix) {
-            op.name.clone()
-        } else {
-            format!("{prefix}{}", op.name)
-        }
+        op_c_name(&iface.name, &op.name)
+    }
+
+    /// The names of an operation's server stub and record.
+    fn op_names(&self, iface: &Interface, op: &Op) -> OpNames {
+        self.names
+            .get(&iface.name)
+            .and_then(|n| n.ops.get(usize::from(op.key)))
+            .cloned()
+            .unwrap_or_else(|| {
+                let n = Self::op_name(iface, op);
+                OpNames {
+                    server: format!("{n}_server"),
+                    msg: format!("{n}_msg"),
+                }
+            })
     }
 
     // ---- signatures ------------------------------------------------------
@@ -412,6 +546,12 @@ impl Gen<'_> {
                 }
             })
             .collect();
+        // An identifier cannot start with a digit (a file `19d5.idl`).
+        let guard = if guard.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("IDL_FILE_{guard}")
+        } else {
+            guard
+        };
         let mut h = String::new();
         line!(
             h,
@@ -429,12 +569,6 @@ impl Gen<'_> {
         line!(h, "#ifdef __cplusplus");
         line!(h, "extern \"C\" {{");
         line!(h, "#endif");
-        if !self.idl.consts.is_empty() {
-            line!(h);
-            for (name, p, v) in &self.idl.consts {
-                line!(h, "#define {} {}", ident(name), const_value(*p, *v));
-            }
-        }
         for s in &self.idl.structs {
             let name = ident(&s.name);
             line!(h);
@@ -457,6 +591,14 @@ impl Gen<'_> {
         for iface in &self.idl.interfaces {
             self.header_iface(&mut h, iface);
         }
+        if !self.idl.consts.is_empty() {
+            // Last, so that no declaration above can meet them (the source
+            // file #undefs them: they are for the program's code).
+            line!(h);
+            for (name, p, v) in &self.idl.consts {
+                line!(h, "#define {} {}", ident(name), const_value(*p, *v));
+            }
+        }
         line!(h);
         line!(h, "#ifdef __cplusplus");
         line!(h, "}}");
@@ -467,7 +609,12 @@ impl Gen<'_> {
     }
 
     fn header_iface(&self, h: &mut String, iface: &Interface) {
-        let iname = ident(&iface.name);
+        let IfaceNames {
+            impl_t,
+            dispatch: dispatch_f,
+            serve: serve_f,
+            ..
+        } = &self.names[&iface.name];
         line!(h);
         line!(h, "/* ---- interface {} ---- */", iface.name);
         for op in &iface.ops {
@@ -480,7 +627,7 @@ impl Gen<'_> {
             line!(h, "#define {up}_REQUEST_SIZE {}", l.request_size);
             line!(h, "#define {up}_SIZE {}", l.size);
             if !l.fields.is_empty() {
-                self.record(h, &name, op, &vs);
+                self.record(h, &self.op_names(iface, op).msg, op, &vs);
             }
         }
         line!(h);
@@ -494,14 +641,14 @@ impl Gen<'_> {
             h,
             "/* What a server implements: one function per operation. */"
         );
-        line!(h, "typedef struct {iname}_impl {{");
+        line!(h, "typedef struct {impl_t} {{");
         for op in &iface.ops {
             let vs = vals(op);
             let mut ps = vec!["void *self".to_string()];
             ps.extend(self.params(&vs, true));
             line!(h, "    int (*{})({});", ident(&op.name), ps.join(", "));
         }
-        line!(h, "}} {iname}_impl;");
+        line!(h, "}} {impl_t};");
         line!(h);
         line!(
             h,
@@ -510,8 +657,8 @@ impl Gen<'_> {
         for op in &iface.ops {
             line!(
                 h,
-                "int {}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self);",
-                Self::op_name(iface, op)
+                "int {}(idl_server *s, uint32_t len, const {impl_t} *impl, void *self);",
+                self.op_names(iface, op).server
             );
         }
         line!(h);
@@ -521,7 +668,7 @@ impl Gen<'_> {
         );
         line!(
             h,
-            "int {iname}_dispatch(idl_server *s, uint16_t key, uint32_t len, const {iname}_impl *impl, void *self, uint32_t *reply_len);"
+            "int {dispatch_f}(idl_server *s, uint16_t key, uint32_t len, const {impl_t} *impl, void *self, uint32_t *reply_len);"
         );
         line!(h);
         line!(
@@ -531,15 +678,14 @@ impl Gen<'_> {
         line!(h, " * (then returns IDL_OK) or the channel fails. */");
         line!(
             h,
-            "int {iname}_serve(idl_server *s, const {iname}_impl *impl, void *self);"
+            "int {serve_f}(idl_server *s, const {impl_t} *impl, void *self);"
         );
     }
 
     /// An operation's record: its fields at the model's offsets, with
     /// explicit padding, every offset and the size asserted.
-    fn record(&self, h: &mut String, name: &str, op: &Op, vs: &[Val<'_>]) {
+    fn record(&self, h: &mut String, rec: &str, op: &Op, vs: &[Val<'_>]) {
         let l = &op.layout;
-        let rec = format!("{name}_msg");
         let by_slot = |f: &Field| match f.slot {
             Slot::Param(i) => &vs[i],
             Slot::Ret => vs.last().unwrap_or(&vs[0]),
@@ -615,9 +761,17 @@ impl Gen<'_> {
         );
         line!(c, " * the loop (at the end) is plain C to copy and edit.");
         line!(c, " */");
-        line!(c, "#include \"{stem}.h\"");
-        line!(c);
         line!(c, "#include <string.h>");
+        line!(c);
+        line!(c, "#include \"{stem}.h\"");
+        if !self.idl.consts.is_empty() {
+            // The IDL's constants are the program's: none is used below, and
+            // a macro could meet a local name.
+            line!(c);
+            for (name, _, _) in &self.idl.consts {
+                line!(c, "#undef {}", ident(name));
+            }
+        }
         for iface in &self.idl.interfaces {
             for op in &iface.ops {
                 line!(c);
@@ -649,6 +803,7 @@ impl Gen<'_> {
         let vs = vals(op);
         let name = Self::op_name(iface, op);
         let up = name.to_ascii_uppercase();
+        let msg_t = &self.op_names(iface, op).msg;
         let l = &op.layout;
         line!(c, "{}", self.client_proto(iface, op, &vs));
         line!(c, "{{");
@@ -672,10 +827,7 @@ impl Gen<'_> {
         } else {
             (String::new(), String::new())
         };
-        line!(
-            c,
-            "    {name}_msg *{m} = idl_client_begin({ch}, {up}_SIZE);"
-        );
+        line!(c, "    {msg_t} *{m} = idl_client_begin({ch}, {up}_SIZE);");
         line!(c, "    int {st};");
         if has_reply_desc {
             line!(c, "    idl_desc {d};");
@@ -841,9 +993,12 @@ impl Gen<'_> {
     fn server_stub(&self, c: &mut String, iface: &Interface, op: &Op) {
         let Some(pl) = self.plan(c, op) else { return };
         let vs = vals(op);
-        let name = Self::op_name(iface, op);
-        let up = name.to_ascii_uppercase();
-        let iname = ident(&iface.name);
+        let up = Self::op_name(iface, op).to_ascii_uppercase();
+        let OpNames {
+            server: server_f,
+            msg: msg_t,
+        } = self.op_names(iface, op);
+        let impl_t = &self.names[&iface.name].impl_t;
         let l = &op.layout;
         let mut names = Names(
             ["s", "len", "impl", "self", "rq", "m", "st"]
@@ -880,7 +1035,7 @@ impl Gen<'_> {
             };
             let v = &vs[vi];
             let n = &v.name;
-            let off = format!("offsetof({name}_msg, {n})");
+            let off = format!("offsetof({msg_t}, {n})");
             match v.ty {
                 Type::Prim(Prim::Bool) => {
                     let b = fresh(&mut names, format!("{n}_v"));
@@ -1007,7 +1162,7 @@ impl Gen<'_> {
 
         line!(
             c,
-            "int {name}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self)"
+            "int {server_f}(idl_server *s, uint32_t len, const {impl_t} *impl, void *self)"
         );
         line!(c, "{{");
         line!(c, "    idl_request rq;");
@@ -1022,7 +1177,7 @@ impl Gen<'_> {
             .chain(&after)
             .any(|a| a.contains("m->"));
         if uses_m {
-            line!(c, "    {name}_msg *m = ({name}_msg *)rq.msg;");
+            line!(c, "    {msg_t} *m = ({msg_t} *)rq.msg;");
         }
         for d in &decls {
             line!(c, "    {d}");
@@ -1073,19 +1228,23 @@ impl Gen<'_> {
     }
 
     fn dispatch(&self, c: &mut String, iface: &Interface) {
-        let iname = ident(&iface.name);
+        let IfaceNames {
+            impl_t,
+            dispatch: dispatch_f,
+            ..
+        } = &self.names[&iface.name];
         line!(
             c,
-            "int {iname}_dispatch(idl_server *s, uint16_t key, uint32_t len, const {iname}_impl *impl, void *self, uint32_t *reply_len)"
+            "int {dispatch_f}(idl_server *s, uint16_t key, uint32_t len, const {impl_t} *impl, void *self, uint32_t *reply_len)"
         );
         line!(c, "{{");
         line!(c, "    switch (key) {{");
         for op in &iface.ops {
-            let name = Self::op_name(iface, op);
-            let up = name.to_ascii_uppercase();
+            let up = Self::op_name(iface, op).to_ascii_uppercase();
+            let server_f = &self.op_names(iface, op).server;
             line!(c, "    case {up}_KEY:");
             line!(c, "        *reply_len = {up}_SIZE;");
-            line!(c, "        return {name}_server(s, len, impl, self);");
+            line!(c, "        return {server_f}(s, len, impl, self);");
         }
         line!(c, "    default:");
         line!(c, "        *reply_len = 0;");
@@ -1095,7 +1254,12 @@ impl Gen<'_> {
     }
 
     fn serve(&self, c: &mut String, iface: &Interface) {
-        let iname = ident(&iface.name);
+        let IfaceNames {
+            impl_t,
+            dispatch: dispatch_f,
+            serve: serve_f,
+            ..
+        } = &self.names[&iface.name];
         line!(
             c,
             "/* The server loop (IDL4 §4): wait for a request, dispatch it, reply in"
@@ -1110,7 +1274,7 @@ impl Gen<'_> {
         );
         line!(
             c,
-            "int {iname}_serve(idl_server *s, const {iname}_impl *impl, void *self)"
+            "int {serve_f}(idl_server *s, const {impl_t} *impl, void *self)"
         );
         line!(c, "{{");
         line!(c, "    uint16_t key;");
@@ -1123,7 +1287,7 @@ impl Gen<'_> {
         );
         line!(
             c,
-            "        st = {iname}_dispatch(s, key, len, impl, self, &reply_len);"
+            "        st = {dispatch_f}(s, key, len, impl, self, &reply_len);"
         );
         line!(
             c,

@@ -23,6 +23,7 @@
 //! Dependencies: `vcode` (dynamic stubs), `unet` (its endpoints as a
 //! transport to other hosts), `libc` (memfd, mmap, futex), `thiserror`.
 
+mod clash;
 pub mod dynamic;
 pub mod error;
 pub mod gen_c;

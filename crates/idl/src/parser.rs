@@ -177,8 +177,11 @@ pub(crate) enum ExprKind {
     Name(Vec<String>, bool),
     /// `-e`, `+e` or `~e`.
     Unary(char, Box<Expr>),
-    /// `a op b`; `op` is one of `| ^ & << >> + - * / %`.
-    Binary(&'static str, Box<Expr>, Box<Expr>),
+    /// `a op1 b op2 c ...`, evaluated left to right (`(a op1 b) op2 c`):
+    /// a left-associative chain kept flat, so that a long chain is no
+    /// nesting; each `op` (one of `| ^ & << >> + - * / %`) with its
+    /// position.
+    Chain(Box<Expr>, Vec<(&'static str, Pos, Expr)>),
 }
 
 /// Parses `src` into its syntax tree.
@@ -909,29 +912,31 @@ impl Parser {
         })
     }
 
+    /// Operators of precedence `min` and above, left-associative. A chain
+    /// of operators is parsed in a loop into one flat [`ExprKind::Chain`],
+    /// so only real nesting (parentheses, unary operators, a tighter
+    /// operator's operand) counts towards [`MAX_DEPTH`].
     fn binary(&mut self, min: u8) -> Res<Expr> {
         self.enter()?;
-        let mut lhs = self.unary()?;
-        let mut ops = 0;
+        let first = self.unary()?;
+        let mut rest = Vec::new();
         while let Some((op, prec)) = self.binop().filter(|(_, p)| *p >= min) {
             let pos = self.bump().pos;
             if op.len() == 2 {
                 self.bump();
             }
-            let rhs = self.binary(prec + 1)?;
-            // A left-leaning chain deepens the tree: count it as nesting.
-            self.enter()?;
-            ops += 1;
-            lhs = Expr {
-                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                pos,
-            };
-        }
-        for _ in 0..ops {
-            self.leave();
+            rest.push((op, pos, self.binary(prec + 1)?));
         }
         self.leave();
-        Ok(lhs)
+        Ok(if rest.is_empty() {
+            first
+        } else {
+            let pos = first.pos;
+            Expr {
+                kind: ExprKind::Chain(Box::new(first), rest),
+                pos,
+            }
+        })
     }
 
     fn unary(&mut self) -> Res<Expr> {
@@ -1014,7 +1019,10 @@ mod tests {
         let Def::Const { value, .. } = &ast.defs[0] else {
             panic!()
         };
-        assert!(matches!(value.kind, ExprKind::Binary(">>", _, _)));
+        let ExprKind::Chain(_, rest) = &value.kind else {
+            panic!("{value:?}")
+        };
+        assert_eq!(rest.iter().map(|r| r.0).collect::<Vec<_>>(), ["<<", ">>"]);
         assert!(matches!(
             ast.defs[1],
             Def::Typedef(
@@ -1037,7 +1045,18 @@ mod tests {
         assert!(err(&deep).contains("nested more than 64 levels deep"));
         let deep = format!("const long K = {}1;", "-".repeat(10_000));
         assert!(err(&deep).contains("nested more than 64 levels deep"));
-        let deep = format!("const long K = 1{};", "+1".repeat(10_000));
+        // A flat chain is no nesting, however long; nesting through it is.
+        parse(&format!("const long K = 1{};", "+1".repeat(10_000))).unwrap();
+        parse(&format!(
+            "const long K = 1{};",
+            " * 2 + 1 << 1 | 1".repeat(2_000)
+        ))
+        .unwrap();
+        let deep = format!(
+            "const long K = {}1{};",
+            "1 + (".repeat(100),
+            ")".repeat(100)
+        );
         assert!(err(&deep).contains("nested more than 64 levels deep"));
         let deep = "module m { ".repeat(1000);
         assert!(err(&deep).contains("nested more than 64 levels deep"));

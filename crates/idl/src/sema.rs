@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::CompileError;
+use crate::error::{CompileError, ErrorKind};
 use crate::model::{
     Dir, Field, Idl, Interface, Layout, LimitName, Limits, Op, Param, Pos, Prim, Slot, StructDef,
     StructId, Type,
@@ -41,9 +41,12 @@ pub(crate) fn check(ast: &Ast, limits: &Limits) -> Result<Idl, CompileError> {
     let mut c = Checker {
         limits,
         names: HashMap::new(),
+        folded: HashMap::new(),
+        const_pos: Vec::new(),
         idl: Idl::default(),
     };
     c.defs(&ast.defs, &[])?;
+    crate::clash::check(&c.idl, &c.const_pos)?;
     Ok(c.idl)
 }
 
@@ -75,6 +78,11 @@ struct Checker<'a> {
     limits: &'a Limits,
     /// Every declared name, scoped names joined with `_`.
     names: HashMap<String, (Decl, Pos)>,
+    /// The same names folded to lower case ([`crate::clash::fold`]): the
+    /// name as declared, where, and what it names.
+    folded: HashMap<String, (String, Pos, &'static str)>,
+    /// Each constant's position, in `idl.consts` order.
+    const_pos: Vec<Pos>,
     idl: Idl,
 }
 
@@ -156,6 +164,15 @@ impl Checker<'_> {
                 "`_` cannot name anything in the generated code; choose another name",
             ));
         }
+        if let Some(why) = crate::clash::reserved(name) {
+            return Err(CompileError::new(
+                pos,
+                ErrorKind::Reserved {
+                    name: name.to_string(),
+                    why,
+                },
+            ));
+        }
         if TARGET_KEYWORDS.contains(&name) {
             return Err(CompileError::check(
                 pos,
@@ -178,6 +195,24 @@ impl Checker<'_> {
                 format!("`{full}` is already declared at {at} (as {})", old.what()),
             ));
         }
+        let kind = match decl {
+            Decl::Module => "module",
+            Decl::Interface => "interface",
+            Decl::Struct(_) => "struct",
+            Decl::Type(_) => "typedef",
+            Decl::Const(_) => "constant",
+        };
+        let key = crate::clash::fold(&full);
+        if let Some((other, at, what)) = self.folded.get(&key) {
+            return Err(CompileError::clash(
+                pos,
+                format!("{kind} `{full}`"),
+                format!("{what} `{other}`"),
+                *at,
+                "names that differ only in case are one name in IDL",
+            ));
+        }
+        self.folded.insert(key, (full.clone(), pos, kind));
         self.names.insert(full, (decl, pos));
         Ok(())
     }
@@ -265,6 +300,7 @@ impl Checker<'_> {
                 let full = scoped(scope, name);
                 self.declare(full.clone(), *pos, Decl::Const(v))?;
                 self.idl.consts.push((full, prim, v));
+                self.const_pos.push(*pos);
                 Ok(())
             }
             Def::Op(o) => Err(CompileError::syntax(
@@ -381,38 +417,17 @@ impl Checker<'_> {
                     _ => a,
                 }
             }
-            ExprKind::Binary(op, a, b) => {
-                let (a, b) = (self.eval(a, scope)?, self.eval(b, scope)?);
-                let zero = || CompileError::check(e.pos, format!("division by zero in `{op}`"));
-                match *op {
-                    "|" => a | b,
-                    "^" => a ^ b,
-                    "&" => a & b,
-                    "<<" | ">>" => {
-                        if !(0..64).contains(&b) {
-                            return Err(CompileError::check(
-                                e.pos,
-                                format!("shift by {b}: a shift count is 0 to 63"),
-                            ));
-                        }
-                        if *op == "<<" { a << b } else { a >> b }
-                    }
-                    "+" => a + b,
-                    "-" => a - b,
-                    "*" => a.checked_mul(b).unwrap_or(i128::MAX),
-                    "/" if b == 0 => return Err(zero()),
-                    "/" => a / b,
-                    "%" if b == 0 => return Err(zero()),
-                    _ => a % b,
+            ExprKind::Chain(first, rest) => {
+                let mut a = self.eval(first, scope)?;
+                for (op, pos, b) in rest {
+                    let b = self.eval(b, scope)?;
+                    a = binop(op, a, b, *pos)?;
+                    in_range(a, *pos)?;
                 }
+                a
             }
         };
-        if v < -(1i128 << 63) || v > i128::from(u64::MAX) {
-            return Err(CompileError::check(
-                e.pos,
-                "constant expression overflows 64 bits",
-            ));
-        }
+        in_range(v, e.pos)?;
         Ok(v)
     }
 
@@ -450,6 +465,18 @@ impl Checker<'_> {
                         "struct `{name}` already has a field `{}` (at {})",
                         d.name, field_pos[k]
                     ),
+                ));
+            }
+            if let Some(k) = fields
+                .iter()
+                .position(|(f, _)| crate::clash::fold(f) == crate::clash::fold(&d.name))
+            {
+                return Err(CompileError::clash(
+                    d.pos,
+                    format!("field `{}` of struct `{name}`", d.name),
+                    format!("field `{}`", fields[k].0),
+                    field_pos[k],
+                    "names that differ only in case are one name in IDL",
                 ));
             }
             if let TypeKind::Named(parts, false) = &ts.kind
@@ -533,6 +560,18 @@ impl Checker<'_> {
                     ),
                 ));
             }
+            if let Some(old) = ops
+                .iter()
+                .find(|p| crate::clash::fold(&p.name) == crate::clash::fold(&o.name))
+            {
+                return Err(CompileError::clash(
+                    o.pos,
+                    format!("operation `{}` of interface `{name}`", o.name),
+                    format!("operation `{}`", old.name),
+                    old.pos,
+                    "names that differ only in case are one name in IDL",
+                ));
+            }
             let Ok(key) = u16::try_from(ops.len()) else {
                 return Err(CompileError::limit(
                     o.pos,
@@ -589,6 +628,18 @@ impl Checker<'_> {
                         "`{name}` already has a parameter `{pname}` (at {})",
                         old.pos
                     ),
+                ));
+            }
+            if let Some(old) = params
+                .iter()
+                .find(|p| crate::clash::fold(&p.name) == crate::clash::fold(pname))
+            {
+                return Err(CompileError::clash(
+                    d.pos,
+                    format!("parameter `{pname}` of `{name}`"),
+                    format!("parameter `{}`", old.name),
+                    old.pos,
+                    "names that differ only in case are one name in IDL",
                 ));
             }
             let Some((dir, _)) = pd.dir else {
@@ -661,12 +712,13 @@ impl Checker<'_> {
             } else if dir != Dir::In
                 && !pd.keyword
                 && d.stars == 0
-                && d.dims.is_empty()
-                && !matches!(ty, Type::String | Type::Sequence(_))
+                && !matches!(ty, Type::String | Type::Sequence(_) | Type::Array(..))
             {
                 // As MIDL: an [out] or [in, out] value the server gives back
                 // is reached through a pointer; CORBA's `out T x` needs none,
-                // and neither do strings, sequences and arrays.
+                // and neither do strings, sequences and arrays (declared
+                // with dimensions or through a typedef: C passes an array
+                // by reference either way).
                 let (attrs, kw) = if dir == Dir::Out {
                     ("[out]", "out")
                 } else {
@@ -859,4 +911,41 @@ fn prim_range(p: Prim) -> (i128, i128) {
     } else {
         (0, (1i128 << bits) - 1)
     }
+}
+
+/// `v`, if an `int64_t` or a `uint64_t` holds it.
+fn in_range(v: i128, pos: Pos) -> Res<()> {
+    if v < -(1i128 << 63) || v > i128::from(u64::MAX) {
+        return Err(CompileError::check(
+            pos,
+            "constant expression overflows 64 bits",
+        ));
+    }
+    Ok(())
+}
+
+/// `a op b` of a constant expression, at `pos` (the operator's).
+fn binop(op: &str, a: i128, b: i128, pos: Pos) -> Res<i128> {
+    let zero = || CompileError::check(pos, format!("division by zero in `{op}`"));
+    Ok(match op {
+        "|" => a | b,
+        "^" => a ^ b,
+        "&" => a & b,
+        "<<" | ">>" => {
+            if !(0..64).contains(&b) {
+                return Err(CompileError::check(
+                    pos,
+                    format!("shift by {b}: a shift count is 0 to 63"),
+                ));
+            }
+            if op == "<<" { a << b } else { a >> b }
+        }
+        "+" => a + b,
+        "-" => a - b,
+        "*" => a.checked_mul(b).unwrap_or(i128::MAX),
+        "/" if b == 0 => return Err(zero()),
+        "/" => a / b,
+        "%" if b == 0 => return Err(zero()),
+        _ => a % b,
+    })
 }

@@ -1342,3 +1342,54 @@ fn c_client_dynamic_server_pfs() {
         })
     });
 }
+
+// ---- names the generated C must keep apart ---------------------------------
+
+/// Compiles `src`'s generated C as the file `<stem>.idl` would be, with
+/// `gcc -std=c11 -Wall -Wextra -Werror -c`.
+fn gcc_compiles(dir: &Path, stem: &str, src: &str) {
+    let model = idl::parse(src).unwrap_or_else(|e| panic!("{}", e.render(src)));
+    let (h, c) = idl::gen_c::generate(&model, stem);
+    std::fs::write(dir.join(format!("{stem}.h")), h).expect("write .h");
+    std::fs::write(dir.join(format!("{stem}.c")), c).expect("write .c");
+    let out = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "-o"])
+        .arg(dir.join(format!("{stem}.o")))
+        .arg("-I")
+        .arg(manifest().join("c"))
+        .arg(dir.join(format!("{stem}.c")))
+        .output()
+        .expect("run gcc");
+    check_output(&format!("gcc {stem}.c"), &out);
+}
+
+/// Files the front end accepts compile as C: operations named as the
+/// generator's own functions (`serve`, `dispatch`, `a` beside `a_server`,
+/// `f` beside `f_msg`), all-caps operations, a file name starting with a
+/// digit, constants named as the generated code's locals, typedef'd
+/// `[out]` arrays, a long flat constant chain.
+#[test]
+fn accepted_names_compile_as_c() {
+    if !have_gcc("accepted_names_compile_as_c") {
+        return;
+    }
+    let dir = TempDir::new("names");
+    for (stem, file) in [
+        ("names", "tests/idl/names.idl"),
+        ("clash", "tests/idl/clash.idl"),
+        ("19d5", "tests/idl/clash.idl"),
+    ] {
+        let src = std::fs::read_to_string(manifest().join(file)).expect("read idl");
+        gcc_compiles(&dir.0, stem, &src);
+    }
+    let srcs = [
+        "const long s = 3; const long len = 4; const long x = 5; const long m = 6;\n\
+         interface I { long f([in] long x, [in] string y, [out] sequence<long> z); };",
+        "typedef long LA[4]; typedef LA LB[2];\n\
+         interface I { void b([out] LA la, [out] LB lb, [in] LA lc); };",
+        "interface I { long a([in] long x); };\ninterface J { long I_a([in] long x); };",
+    ];
+    for (k, src) in srcs.iter().enumerate() {
+        gcc_compiles(&dir.0, &format!("case{k}"), src);
+    }
+}

@@ -956,7 +956,16 @@ fn nesting_is_limited_not_a_stack_overflow() {
     assert!(reject(&deep).ends_with("nested more than 64 levels deep"));
     let deep = format!("const long K = {}1;", "~".repeat(100_000));
     assert!(reject(&deep).ends_with("nested more than 64 levels deep"));
-    let deep = format!("const long K = 1{};", " + 1".repeat(100_000));
+    // A flat left-associative chain is no nesting, however long.
+    let flat = parse(&format!("const long K = 1{};", " + 1".repeat(100_000)));
+    assert_eq!(flat.consts[0].2, 100_001);
+    let flat = parse(&format!("const long K = 1{};", " + 1".repeat(64)));
+    assert_eq!(flat.consts[0].2, 65);
+    let deep = format!(
+        "const long K = {}1{};",
+        "1 + (".repeat(100),
+        ")".repeat(100)
+    );
     assert!(reject(&deep).ends_with("nested more than 64 levels deep"));
     // Typedef chains deepen a type without nesting the text.
     let mut chain = "typedef octet t0[1];\n".to_string();
@@ -1065,4 +1074,135 @@ fn out_values_by_pointer_or_by_corba_keyword() {
             panic!("{src}: {}", e.render(src));
         }
     }
+}
+
+// ---------------------------------------------------------------------
+// Names that clash: a typed error naming both declarations and where.
+
+/// The clash `src` is rejected with: (later, its position, earlier, its
+/// position).
+fn clash(src: &str) -> (String, Pos, String, Pos) {
+    let e = idl::parse(src).expect_err(src);
+    match e.kind() {
+        idl::error::ErrorKind::Clash {
+            first,
+            first_pos,
+            second,
+            ..
+        } => (second.clone(), e.pos(), first.clone(), *first_pos),
+        k => panic!("{src}: not a clash: {k}"),
+    }
+}
+
+fn at(line: u32, col: u32) -> Pos {
+    Pos { line, col }
+}
+
+#[test]
+fn names_differing_only_in_case_clash() {
+    let (b, bp, a, ap) = clash("interface I {\n long a([in] long x);\n long A([in] long x);\n};");
+    assert_eq!(
+        (b.as_str(), bp),
+        ("operation `A` of interface `I`", at(3, 7))
+    );
+    assert_eq!((a.as_str(), ap), ("operation `a`", at(2, 7)));
+    let (b, bp, a, ap) = clash("struct s { long x; };\nstruct S { long x; };");
+    assert_eq!((b.as_str(), bp), ("struct `S`", at(2, 8)));
+    assert_eq!((a.as_str(), ap), ("struct `s`", at(1, 8)));
+    let (b, _, a, _) = clash("interface Foo { };\ninterface foo { };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("interface `foo`", "interface `Foo`")
+    );
+    let (b, _, a, _) = clash("interface I { void f([in] long x, [in] long X); };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("parameter `X` of `f`", "parameter `x`")
+    );
+    let (b, _, a, _) = clash("struct P { long x; long X; };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("field `X` of struct `P`", "field `x`")
+    );
+    let e = reject("module m { struct s { long x; }; };\nstruct M_S { long x; };");
+    assert_eq!(
+        e,
+        "2:8: struct `M_S` clashes with struct `m_s` at 1:19: names that differ only in case are one name in IDL"
+    );
+}
+
+#[test]
+fn names_the_generated_code_would_merge_clash() {
+    // Rust: FOO_BAR and FooBarMsg twice.
+    let src = "interface I {\n long fooBar([in] long x);\n long foo_bar([in] long x);\n};";
+    let (b, bp, a, ap) = clash(src);
+    assert_eq!(
+        (b.as_str(), bp),
+        ("operation `foo_bar` of interface `I`", at(3, 7))
+    );
+    assert_eq!(
+        (a.as_str(), ap),
+        ("operation `fooBar` of interface `I`", at(2, 7))
+    );
+    assert!(reject(src).ends_with("the generated Rust names both `FOO_BAR`"));
+    // Rust: a module and a struct.
+    let (b, _, a, _) = clash("struct file_server { long x; };\ninterface FileServer { };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("interface `FileServer`", "struct `file_server`")
+    );
+    // C: a struct and a client stub; an operation across interfaces.
+    let (b, _, a, _) = clash("interface I { long f([in] long x); };\nstruct I_f { long x; };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("struct `I_f`", "operation `f` of interface `I`")
+    );
+    let e =
+        reject("interface I { long a_b([in] long x); };\ninterface I_a { long b([in] long x); };");
+    assert!(e.ends_with("the generated C names both `I_a_b`"), "{e}");
+    // C: a constant and a key macro; a parameter and a type or a macro.
+    let e = reject("interface I { long f([in] long x); };\nconst long I_F_KEY = 1;");
+    assert!(
+        e.starts_with("2:12: constant `I_F_KEY` clashes with operation `f`"),
+        "{e}"
+    );
+    let e = reject("interface I { long f([in] long I_F_KEY); };");
+    assert!(e.contains("parameter `I_F_KEY` of `f`"), "{e}");
+    let (b, _, a, _) = clash("struct T { long v; };\ninterface I { long f([in] T T); };");
+    assert_eq!(
+        (b.as_str(), a.as_str()),
+        ("parameter `T` of `f`", "struct `T`")
+    );
+}
+
+#[test]
+fn names_of_the_run_time_and_c_headers_are_reserved() {
+    for (src, name) in [
+        ("const long idl_client = 3;", "idl_client"),
+        ("struct idl_channel { long x; };", "idl_channel"),
+        ("const long IDL_OK = 1;", "IDL_OK"),
+        ("interface I { void f([in] long INT32_MAX); };", "INT32_MAX"),
+        ("struct size_t { long x; };", "size_t"),
+        ("struct memset { long x; };", "memset"),
+        ("interface I { void f([in] long SIZE_MAX); };", "SIZE_MAX"),
+        ("interface idl { };", "idl"),
+    ] {
+        let e = idl::parse(src).expect_err(src);
+        assert!(
+            matches!(e.kind(), idl::error::ErrorKind::Reserved { name: n, .. } if n == name),
+            "{src}: {e}"
+        );
+    }
+}
+
+#[test]
+fn typedef_arrays_are_arrays_as_out_parameters() {
+    let m = parse("typedef long LA[4];\ninterface I { void b([out] LA la, [in, out] LA lb); };");
+    assert_eq!(
+        m.interfaces[0].ops[0].params[0].ty,
+        Type::Array(Box::new(Type::Prim(Prim::I32)), 4)
+    );
+    // A scalar typedef still needs its pointer.
+    let e = reject("typedef long L;\ninterface I { void b([out] L l); };");
+    assert!(e.contains("passed by value"), "{e}");
 }

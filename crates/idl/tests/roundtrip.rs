@@ -32,6 +32,11 @@ mod gen_names {
     include!("idl/names.rs");
 }
 
+#[allow(dead_code)]
+mod gen_clash {
+    include!("idl/clash.rs");
+}
+
 use gen_every::{Pair, Point, every};
 use gen_pfs::pfs;
 
@@ -44,6 +49,7 @@ fn generated_code_is_current() {
         ("idl/pfs.idl", "tests/idl/pfs.rs"),
         ("tests/idl/every.idl", "tests/idl/every.rs"),
         ("tests/idl/names.idl", "tests/idl/names.rs"),
+        ("tests/idl/clash.idl", "tests/idl/clash.rs"),
         ("tests/idl/counts.idl", "tests/idl/counts.rs"),
     ] {
         let src = std::fs::read_to_string(root.join(idl_file)).expect("read idl");

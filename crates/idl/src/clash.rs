@@ -1,0 +1,172 @@
+//! Names that would clash: reserved names, names that differ only in
+//! case, and names the generated C or Rust would make one identifier.
+//!
+//! CORBA IDL treats identifiers that differ only in case as one name, and
+//! so does this front end (`a` beside `A`, `Foo` beside `foo`): the
+//! generated code would otherwise spell both alike (`A_KEY`, `FooMsg`).
+//! The same holds for names the generators' conventions join: `fooBar`
+//! and `foo_bar` are both `FOO_BAR` and `FooBarMsg` in Rust; struct `I_f`
+//! and operation `f` of interface `I` are both `I_f` in C. Each is a
+//! [`crate::error::ErrorKind::Clash`] naming both declarations. What the
+//! generators add of their own (`<iface>_serve`, `<op>_server`, `<op>_msg`
+//! in C; `<op>_stub` and key constants in Rust) is renamed by them
+//! instead, so an operation `serve` is fine.
+
+use std::collections::HashMap;
+
+use crate::error::CompileError;
+use crate::gen_c::{ident, op_c_name};
+use crate::gen_rust::{camel, snake};
+use crate::model::{Idl, Pos};
+
+type Res<T> = Result<T, CompileError>;
+
+/// Names the C run time and the standard headers the generated C
+/// includes (`<stdint.h>`, `<stddef.h>`, `<stdbool.h>`, `<string.h>`)
+/// define, which an IDL name may not take.
+#[rustfmt::skip]
+const C_RESERVED: &[&str] = &[
+    // <stdint.h>
+    "INT8_MIN", "INT16_MIN", "INT32_MIN", "INT64_MIN", "INT8_MAX", "INT16_MAX", "INT32_MAX",
+    "INT64_MAX", "UINT8_MAX", "UINT16_MAX", "UINT32_MAX", "UINT64_MAX", "INT8_C", "INT16_C",
+    "INT32_C", "INT64_C", "UINT8_C", "UINT16_C", "UINT32_C", "UINT64_C", "INTMAX_C", "UINTMAX_C",
+    "INTPTR_MIN", "INTPTR_MAX", "UINTPTR_MAX", "INTMAX_MIN", "INTMAX_MAX", "UINTMAX_MAX",
+    "PTRDIFF_MIN", "PTRDIFF_MAX", "SIZE_MAX", "SIG_ATOMIC_MIN", "SIG_ATOMIC_MAX", "WCHAR_MIN",
+    "WCHAR_MAX", "WINT_MIN", "WINT_MAX", "intptr_t", "uintptr_t", "intmax_t", "uintmax_t",
+    // <stddef.h>, <stdbool.h>
+    "NULL", "offsetof", "size_t", "ptrdiff_t", "max_align_t", "wchar_t", "bool", "true", "false",
+    "__bool_true_false_are_defined",
+    // <string.h>, as the generated code uses it
+    "memcpy", "memset", "memmove", "memcmp", "strlen",
+];
+
+/// Why `name` is reserved, if it is.
+pub(crate) fn reserved(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with("idl_") || lower == "idl" {
+        return Some(
+            "the prefix `idl_` (any case) belongs to the run time (idl_rt.h's `idl_client`, `IDL_OK`, ...; Rust's `::idl`)".into(),
+        );
+    }
+    let fixed = |n: &str| {
+        ["", "u"].iter().any(|u| {
+            ["least", "fast"].iter().any(|k| {
+                [8, 16, 32, 64].iter().any(|b| {
+                    n == format!("{u}int_{k}{b}_t")
+                        || n.eq_ignore_ascii_case(&format!("{u}int_{k}{b}_max"))
+                        || n.eq_ignore_ascii_case(&format!("{u}int_{k}{b}_min"))
+                })
+            })
+        })
+    };
+    if C_RESERVED.contains(&name) || fixed(name) {
+        return Some(format!(
+            "`{name}` is defined by the C standard headers the generated code includes"
+        ));
+    }
+    None
+}
+
+/// The case-insensitive key of a name (CORBA: one name).
+pub(crate) fn fold(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// One namespace of generated identifiers.
+#[derive(Default)]
+struct Space {
+    /// Identifier -> (what declares it, where).
+    seen: HashMap<String, (String, Pos)>,
+    /// Entries in order of position, filled before checking.
+    pending: Vec<(String, String, Pos)>,
+}
+
+impl Space {
+    fn add(&mut self, ident: String, what: String, pos: Pos) {
+        self.pending.push((ident, what, pos));
+    }
+
+    /// The first clash, by position of its later declaration.
+    fn check(mut self, lang: &str) -> Res<()> {
+        self.pending.sort_by_key(|e| (e.2.line, e.2.col));
+        for (ident, what, pos) in self.pending {
+            match self.seen.get(&ident) {
+                Some((w, at)) if *w != what => {
+                    return Err(CompileError::clash(
+                        pos,
+                        what,
+                        w.clone(),
+                        *at,
+                        format!("the generated {lang} names both `{ident}`"),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.seen.insert(ident, (what, pos));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that the generated C and Rust give every declaration of `idl`
+/// identifiers of its own. `const_pos` holds each constant's position
+/// (in `idl.consts` order).
+pub(crate) fn check(idl: &Idl, const_pos: &[Pos]) -> Res<()> {
+    // C: one flat space for the file's types, functions and macros.
+    let mut c = Space::default();
+    // C identifiers a parameter may not take: types and macros.
+    let mut c_types: HashMap<String, (String, Pos)> = HashMap::new();
+    // Rust: the file's types and modules.
+    let mut rust = Space::default();
+    for s in &idl.structs {
+        let what = format!("struct `{}`", s.name);
+        c.add(ident(&s.name), what.clone(), s.pos);
+        c_types.insert(ident(&s.name), (what.clone(), s.pos));
+        rust.add(s.name.clone(), what, s.pos);
+    }
+    for ((name, _, _), &pos) in idl.consts.iter().zip(const_pos) {
+        c.add(ident(name), format!("constant `{name}`"), pos);
+    }
+    for iface in &idl.interfaces {
+        let what = format!("interface `{}`", iface.name);
+        rust.add(snake(&iface.name), what, iface.pos);
+        // Rust: in the interface's module, keys and records.
+        let mut keys = Space::default();
+        let mut msgs = Space::default();
+        for op in &iface.ops {
+            let what = format!("operation `{}` of interface `{}`", op.name, iface.name);
+            let n = op_c_name(&iface.name, &op.name);
+            let up = n.to_ascii_uppercase();
+            c.add(n, what.clone(), op.pos);
+            for m in ["_KEY", "_REQUEST_SIZE", "_SIZE"] {
+                c.add(format!("{up}{m}"), what.clone(), op.pos);
+                c_types.insert(format!("{up}{m}"), (what.clone(), op.pos));
+            }
+            keys.add(snake(&op.name).to_uppercase(), what.clone(), op.pos);
+            msgs.add(format!("{}Msg", camel(&op.name)), what, op.pos);
+        }
+        keys.check("Rust")?;
+        msgs.check("Rust")?;
+    }
+    c.check("C")?;
+    rust.check("Rust")?;
+    // A C parameter named as a type or a macro of the file.
+    for iface in &idl.interfaces {
+        for op in &iface.ops {
+            for p in &op.params {
+                if let Some((w, at)) = c_types.get(&ident(&p.name)) {
+                    let what = format!("parameter `{}` of `{}`", p.name, op.name);
+                    let why = format!("the generated C names both `{}`", ident(&p.name));
+                    return Err(if (at.line, at.col) < (p.pos.line, p.pos.col) {
+                        CompileError::clash(p.pos, what, w.clone(), *at, why)
+                    } else {
+                        CompileError::clash(*at, w.clone(), what, p.pos, why)
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
