@@ -45,6 +45,18 @@ fn at_window(w: Window) {
 #[inline(always)]
 fn at_window(_: Window) {}
 
+/// Empty polls after which an engine thread stops spinning and yielding
+/// and sleeps between polls ([`Engine::start`]).
+const IDLE_POLLS: u32 = 1000;
+/// An idle engine thread's sleep between polls while the engine has
+/// endpoints (whose rings it must poll).
+const IDLE_NAP: Duration = Duration::from_micros(50);
+/// The longest sleep of an engine thread while the engine has no
+/// endpoint: it wakes at once when one is added, the engine stops or the
+/// transport's poll descriptor turns readable, and after this time to look
+/// at a transport without one (`loop`) or at the backlog.
+const IDLE_SLEEP: Duration = Duration::from_millis(100);
+
 impl Engine {
     /// Services endpoint `id`'s transmit queue once (up to a budget of
     /// descriptors), delivering what it took. Returns the descriptors taken.
@@ -255,21 +267,35 @@ impl Engine {
     /// [`Engine::poll`]), until [`Engine::stop`] (they hold
     /// the engine: stop them before dropping it). Fails if the system
     /// refuses a thread; those already started keep running.
+    ///
+    /// A thread that finds no work spins, then yields, then (after 1,000
+    /// empty polls) sleeps 50 µs between polls: the endpoints' rings have
+    /// no descriptor to wake it. While the engine has no endpoint at all it
+    /// blocks instead until one is added, the engine is stopped or the
+    /// transport's poll descriptor ([`Transport::poll_fd`]) turns readable,
+    /// and for at most 100 ms at a time (to look at a transport without
+    /// one, `loop`).
     pub fn start(&self, n: usize) -> std::io::Result<()> {
+        // The descriptor stays open while the transport lives, which the
+        // threads' clones of the engine keep.
+        let poll_fd = lock(&self.inner.transport).poll_fd();
         let mut threads = lock(&self.inner.threads);
         for i in 0..n {
             let e = self.clone();
             let h = std::thread::Builder::new()
                 .name(format!("unet-engine-{i}"))
                 .spawn(move || {
+                    // None if the system refuses an eventfd: the thread
+                    // then naps between polls even without endpoints.
+                    let bell = ports::Bell::new();
                     let mut idle = 0u32;
                     while !e.inner.stop.load(Ordering::Acquire) {
                         if e.poll() > 0 {
                             idle = 0;
                         } else {
                             idle = idle.saturating_add(1);
-                            if idle > 1000 {
-                                if idle == 1001 {
+                            if idle > IDLE_POLLS {
+                                if idle == IDLE_POLLS + 1 {
                                     // Sleeping from now on: flagged out
                                     // of the shared code cache (the
                                     // paper's system-call flag) until it
@@ -278,7 +304,17 @@ impl Engine {
                                     // waiting for this thread.
                                     jive::jit::park();
                                 }
-                                std::thread::sleep(std::time::Duration::from_micros(50));
+                                match &bell {
+                                    Some(bell) if e.inner.ports.is_empty() => {
+                                        e.inner.ports.sleep_while_empty(
+                                            bell,
+                                            poll_fd,
+                                            IDLE_SLEEP,
+                                            || e.may_sleep(),
+                                        );
+                                    }
+                                    _ => std::thread::sleep(IDLE_NAP),
+                                }
                             } else if idle > 64 {
                                 std::thread::yield_now();
                             } else {
@@ -292,9 +328,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether an engine thread without endpoints may sleep: the engine is
+    /// not stopping, no frames wait in its backlog, and the transport does
+    /// not say it has frames (one without a lock-free test is asked by
+    /// its poll descriptor, or after [`IDLE_SLEEP`]).
+    fn may_sleep(&self) -> bool {
+        !self.inner.stop.load(Ordering::Acquire)
+            && !self.inner.has_backlog.load(Ordering::Acquire)
+            && self.inner.readiness.as_ref().is_none_or(|ready| !ready())
+    }
+
     /// Stops the engine's own threads and waits for them.
     pub fn stop(&self) {
         self.inner.stop.store(true, Ordering::Release);
+        // Threads asleep for want of endpoints look at the flag now.
+        self.inner.ports.wake();
         let threads: Vec<_> = lock(&self.inner.threads).drain(..).collect();
         for t in threads {
             let _ = t.join();
