@@ -12,11 +12,21 @@
 //! in every thread, so no handler runs in the middle of anything); then it
 //! closes every connection, reclaiming their endpoints, and removes the
 //! socket.
+//!
+//! The log is a convenience, never a condition of serving: a line that
+//! cannot be written (standard output closed, a pipe whose reader went
+//! away) is counted and dropped, never a panic, and the count is reported
+//! on standard error when the daemon stops. (`println!` panics on such an
+//! error; in the daemon's callback it ended every connection's thread
+//! before it read a request.)
 
 use std::error::Error;
+use std::fmt;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::{Args, ValueEnum};
 use unet::daemon::{self, Event, ServeOptions};
@@ -58,10 +68,33 @@ pub fn run(args: &EngineArgs) -> ExitCode {
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fastpath engine: {e}");
+            // Not `eprintln!`, which panics if standard error is gone.
+            let _ = writeln!(io::stderr(), "fastpath engine: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Log lines that could not be written to standard output.
+static LOST_LINES: AtomicU64 = AtomicU64::new(0);
+
+/// Writes one line of the log to standard output. A failure is counted
+/// ([`LOST_LINES`]), never a panic: the daemon serves on whatever becomes
+/// of its output.
+fn say(line: fmt::Arguments<'_>) {
+    let mut out = io::stdout().lock();
+    // Standard output is line-buffered: the newline flushes it, and the
+    // flush's error is the write's.
+    if writeln!(out, "{line}").is_err() {
+        LOST_LINES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// [`say`] with `format!`'s arguments.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        say(format_args!($($arg)*))
+    };
 }
 
 fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
@@ -92,7 +125,7 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
     };
     let server = daemon::serve_with(engine.clone(), &path, opts)?;
     engine.start(usize::from(args.threads))?;
-    println!(
+    say!(
         "fastpath engine: serving endpoints at {} (transport {kind}, address {}, {} engine thread{}); \
          SIGINT or SIGTERM stops it",
         path.display(),
@@ -101,11 +134,11 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         if args.threads == 1 { "" } else { "s" },
     );
     let sig = signals::wait(&signals)?;
-    println!("fastpath engine: {}, stopping", signals::name(sig));
+    say!("fastpath engine: {}, stopping", signals::name(sig));
     server.shutdown();
     engine.stop();
     let c = engine.counts();
-    println!(
+    say!(
         "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors, \
          {} dropped by the transport (no route {}, queue full {}, overruns {}, not unet {}), \
          {} lost to closed endpoints",
@@ -121,6 +154,14 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         c.transport_not_unet,
         c.closed
     );
+    let lost = LOST_LINES.load(Ordering::Relaxed);
+    if lost > 0 {
+        let _ = writeln!(
+            io::stderr(),
+            "fastpath engine: {lost} log line{} could not be written to standard output",
+            if lost == 1 { "" } else { "s" }
+        );
+    }
     Ok(())
 }
 
@@ -136,24 +177,25 @@ fn errors(c: &PortCounts) -> u64 {
         + c.queue_corrupt
 }
 
-/// One line per event.
+/// One line per event ([`say`]: a line that cannot be written is
+/// counted, and the daemon goes on).
 fn log(e: &Event) {
     match e {
         Event::Connected { conn, pid } => match pid {
-            Some(pid) => println!("connection {conn}: process {pid}"),
-            None => println!("connection {conn}: process unknown"),
+            Some(pid) => say!("connection {conn}: process {pid}"),
+            None => say!("connection {conn}: process unknown"),
         },
         Event::Refused { pid } => match pid {
-            Some(pid) => println!("refused a connection from process {pid}: too many connections"),
-            None => println!("refused a connection from an unknown process: too many connections"),
+            Some(pid) => say!("refused a connection from process {pid}: too many connections"),
+            None => say!("refused a connection from an unknown process: too many connections"),
         },
-        Event::EndpointCreated { conn, id } => println!("connection {conn}: endpoint {id} created"),
+        Event::EndpointCreated { conn, id } => say!("connection {conn}: endpoint {id} created"),
         Event::EndpointClosed {
             conn,
             id,
             counts,
             reclaimed,
-        } => println!(
+        } => say!(
             "connection {conn}: endpoint {id} {}: {} frames sent, {} messages delivered, {} errors",
             if *reclaimed { "reclaimed" } else { "closed" },
             counts.tx_frames,
@@ -161,7 +203,7 @@ fn log(e: &Event) {
             errors(counts)
         ),
         Event::Disconnected { conn, reclaimed } => {
-            println!("connection {conn}: closed ({reclaimed} endpoints reclaimed)")
+            say!("connection {conn}: closed ({reclaimed} endpoints reclaimed)")
         }
     }
 }

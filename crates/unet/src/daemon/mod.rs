@@ -106,10 +106,28 @@
 //!   [`ServeOptions::request_timeout`], or the connection is closed.
 //! - **Reclaim.** When a connection closes, because the application closed
 //!   it, exited or was killed, every endpoint it still owns is removed from
-//!   the engine with its channels, filters and applet.
+//!   the engine with its channels, filters and applet. The same happens if
+//!   the connection's thread unwinds (a bug): its endpoints, its slot among
+//!   the connections and its count in its process's budget are given back
+//!   as the thread ends, and its client sees the connection close.
+//! - **The event hook** ([`ServeOptions::on_event`], the log of `fastpath
+//!   engine`) cannot stop the daemon: a hook that panics loses that event
+//!   and nothing else, on a connection's thread or the accepting one.
 //! - **The socket** is created with mode `0600` (configurable) before it
-//!   appears under its name (bound under a temporary name, then renamed), so
-//!   no other user can connect in between.
+//!   appears under its name: bound under a short temporary name in the same
+//!   directory, given its mode, then linked to its name (`link(2)`), so no
+//!   other user can connect in between. The link never replaces anything:
+//!   of two daemons started at once on one path exactly one serves it, the
+//!   other refused ("an engine is already serving this socket"). A socket
+//!   that refuses connections (`ECONNREFUSED`: a daemon died without
+//!   removing it) is stale and replaced, under an exclusive `flock(2)` on
+//!   the directory, so that two daemons never both replace it; anything
+//!   else at the path (a live socket, another user's, a file of another
+//!   kind) is an error. Any path that fits in `sun_path` (107 bytes) is
+//!   taken: one too near the limit for the temporary name beside it is
+//!   bound in place under the directory's lock and given its mode at once
+//!   (until then it has the mode the umask leaves). Errors name the path
+//!   asked for.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_int;
@@ -311,7 +329,10 @@ pub struct ServeOptions {
     /// compiling threads as they are (raising takes a privilege). Default
     /// 19.
     pub control_nice: i32,
-    /// Called on every [`Event`], from the daemon's threads.
+    /// Called on every [`Event`], from the daemon's threads. A hook that
+    /// panics loses that event, nothing else: the daemon goes on serving.
+    /// It runs on the thread the event happened on, so a hook that blocks
+    /// (a log written to a pipe no one reads) holds that thread up.
     pub on_event: Option<EventHook>,
 }
 
@@ -548,10 +569,39 @@ impl Conns {
 }
 
 impl Shared {
+    /// Calls the event hook. A hook that panics (a log whose output is
+    /// gone, with `println!`) is caught here, so that it neither ends the
+    /// thread that reported the event (a connection's, before it served
+    /// a request; the accepting thread's) nor, reporting a reclaim while a
+    /// connection's thread unwinds, aborts the daemon: the event is lost,
+    /// the daemon goes on.
     fn event(&self, e: Event) {
         if let Some(hook) = &self.opts.on_event {
-            hook(&e);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&e)));
         }
+    }
+}
+
+/// A connection's slot: its entry in [`Conns::live`] (the second handle
+/// on its socket) and its count in its process's [`PeerUse`], given back
+/// when this is dropped, at the end of the connection's thread or while
+/// it unwinds. Without it a connection thread that panicked kept both
+/// for good: its client got neither a reply nor an end of file, and its
+/// process was refused connections once it had held
+/// [`ServeOptions::max_connections_per_peer`].
+struct Slot<'a> {
+    shared: &'a Shared,
+    conn: u64,
+    pid: Option<u32>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut c = lock(&self.shared.conns);
+        // Dropping the handle closes the daemon's last descriptor of the
+        // socket (the session's went first): the client sees the end.
+        c.live.remove(&self.conn);
+        c.leave(self.pid, &self.shared.opts);
     }
 }
 
@@ -580,8 +630,11 @@ impl std::fmt::Debug for Server {
 }
 
 /// Serves `engine` on a Unix socket at `path` with the default
-/// [`ServeOptions`]. A stale socket file at `path` (no one listening) is
-/// replaced; a live one, or a file that is not a socket, is an error.
+/// [`ServeOptions`]. A stale socket file at `path` (connections to it
+/// refused: no one listening) is replaced; a live one, or a file that is
+/// not a socket, is an error (`AddrInUse`, `AlreadyExists`), also when
+/// another daemon takes the path while this one starts. `path` may be up
+/// to 107 bytes long (`sun_path`); a longer one is `InvalidInput`.
 ///
 /// The engine should have threads of its own ([`Engine::start`]): the
 /// endpoints of applications in other processes do not drive it.
@@ -622,7 +675,7 @@ pub fn serve_with(engine: Engine, path: &Path, opts: ServeOptions) -> io::Result
     let accept = match accept {
         Ok(h) => h,
         Err(e) => {
-            let _ = std::fs::remove_file(path);
+            remove_if_ours(path, file);
             return Err(e);
         }
     };
@@ -638,59 +691,274 @@ fn annotate(e: io::Error, what: String) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// Binds the socket under a temporary name, sets its mode, and renames it
-/// to `path`.
-fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
+/// The longest path a Unix socket is bound at: `sun_path`'s bytes less its
+/// terminating NUL (107 on Linux).
+const MAX_SOCKET_PATH: usize = size_of::<libc::sockaddr_un>() - size_of::<libc::sa_family_t>() - 1;
+
+/// How many times [`bind`] looks again at a path that changes under it
+/// (each time something else came and went) before it gives up.
+const BIND_TRIES: usize = 16;
+
+/// How long [`DirLock::take`] waits for another process's lock.
+const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What is at a socket path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtPath {
+    Nothing,
+    /// A socket something accepts connections on.
+    Live,
+    /// A socket that refuses connections (`ECONNREFUSED`): what a daemon
+    /// that died without removing it leaves.
+    Stale,
+    /// A file of another kind, or a symbolic link.
+    NotSocket,
+}
+
+/// What is at `path` now. A socket whose connection fails for another
+/// reason than a refusal (another user's, `EACCES`) is an error: not
+/// known to be stale, it is not replaced.
+fn at_path(path: &Path) -> io::Result<AtPath> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            if UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!(
-                        "{}: an engine is already serving this socket",
-                        path.display()
-                    ),
-                ));
-            }
-            std::fs::remove_file(path)
-                .map_err(|e| annotate(e, format!("removing stale socket {}", path.display())))?;
-        }
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket", path.display()),
-            ));
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(annotate(e, path.display().to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(AtPath::Nothing),
+        Err(e) => Err(annotate(e, path.display().to_string())),
+        Ok(m) if !m.file_type().is_socket() => Ok(AtPath::NotSocket),
+        Ok(_) => match UnixStream::connect(path) {
+            Ok(_) => Ok(AtPath::Live),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(AtPath::Stale),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(AtPath::Nothing),
+            Err(e) => Err(annotate(
+                e,
+                format!(
+                    "{}: cannot tell whether an engine serves this socket",
+                    path.display()
+                ),
+            )),
+        },
     }
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(
+}
+
+/// The error for a live socket at `path`.
+fn in_use(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "{}: an engine is already serving this socket",
+            path.display()
+        ),
+    )
+}
+
+/// The error for a file at `path` that is not a socket.
+fn not_socket(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("{} exists and is not a socket", path.display()),
+    )
+}
+
+/// Acts on what [`at_path`] found at `path` while the daemon has the
+/// directory's lock ([`DirLock`]): a live socket or another file is an
+/// error, a stale socket is removed.
+fn clear_stale(path: &Path) -> io::Result<()> {
+    match at_path(path)? {
+        AtPath::Live => Err(in_use(path)),
+        AtPath::NotSocket => Err(not_socket(path)),
+        AtPath::Stale => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(annotate(
+                e,
+                format!("removing stale socket {}", path.display()),
+            )),
+            _ => Ok(()),
+        },
+        AtPath::Nothing => Ok(()),
+    }
+}
+
+/// An exclusive `flock(2)` on the directory of a socket path, held while
+/// a daemon decides a socket there is stale and replaces it, and while it
+/// binds in place ([`bind`]), so that two daemons never both take one
+/// stale socket for theirs, nor one take for stale the socket another has
+/// bound and not yet listened on. Released when dropped.
+struct DirLock {
+    /// The open directory: closing it releases the lock.
+    _dir: std::fs::File,
+}
+
+impl DirLock {
+    fn take(path: &Path) -> io::Result<DirLock> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let what = || format!("{}: locking its directory", path.display());
+        let f = std::fs::File::open(dir).map_err(|e| annotate(e, what()))?;
+        let deadline = std::time::Instant::now() + DIR_LOCK_WAIT;
+        loop {
+            // SAFETY: flock(2) on the descriptor `f` owns, open for the
+            // call; it touches no memory of ours.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(DirLock { _dir: f });
+            }
+            let e = io::Error::last_os_error();
+            let busy = matches!(e.raw_os_error(), Some(libc::EWOULDBLOCK | libc::EINTR));
+            if !busy || std::time::Instant::now() >= deadline {
+                return Err(annotate(e, what()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+/// Temporary names in this process, so that its threads never share one.
+static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
+
+/// A short temporary name beside `path` (same directory, so same file
+/// system, for `link(2)`): `.unet-<pid>-<n>`.
+fn temp_path(path: &Path) -> PathBuf {
+    let n = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".unet-{}-{n}", std::process::id()))
+}
+
+/// The device and inode of the file at `path`.
+fn file_id(path: &Path) -> io::Result<(u64, u64)> {
+    std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes `path` if it is still the socket file `file`.
+fn remove_if_ours(path: &Path, file: (u64, u64)) {
+    if file_id(path).is_ok_and(|f| f == file) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Makes the listening socket at `path` with mode `mode`, never in place
+/// of a live socket; its listener and the socket file's device and inode.
+///
+/// The socket is bound under a short temporary name in `path`'s directory,
+/// given its mode, and then linked to `path` (`link(2)`, which fails if
+/// anything is there), so that it appears under its name listening and
+/// with its mode, and so that of two daemons started at once exactly one
+/// gets the name: the other's link fails, and it finds the first's socket
+/// live. Something at `path` is looked at under the directory's lock
+/// ([`DirLock`]): a stale socket is removed and the link tried again, a
+/// live one or a file of another kind is an error. (Checking, then
+/// renaming the temporary name over `path`, as the daemon once did, let a
+/// daemon whose rename came late replace another's live socket.)
+///
+/// A path so near `sun_path`'s limit that the temporary name would not fit
+/// in its directory, or on a file system without hard links, is bound in
+/// place, under the directory's lock, and
+/// given its mode just after (until then it has the one the umask leaves).
+/// Errors name `path`, never the temporary name.
+fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: a Unix socket's path holds at most {MAX_SOCKET_PATH} bytes, this one has {len}",
+                path.display()
+            ),
+        ));
+    }
+    if path.file_name().is_none() {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{}: no file name", path.display()),
-        )
-    })?;
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_socket()) {
-        let _ = std::fs::remove_file(&tmp);
+        ));
     }
-    let listener =
-        UnixListener::bind(&tmp).map_err(|e| annotate(e, format!("binding {}", tmp.display())))?;
-    let finish = || -> io::Result<(u64, u64)> {
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        std::fs::rename(&tmp, path)?;
-        let m = std::fs::symlink_metadata(path)?;
-        Ok((m.dev(), m.ino()))
-    };
-    match finish() {
-        Ok(file) => Ok((listener, file)),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(annotate(e, format!("creating socket {}", path.display())))
+    // What is there already is refused before anything is made (it is
+    // looked at again, under the lock, if the link finds it).
+    match at_path(path)? {
+        AtPath::Live => return Err(in_use(path)),
+        AtPath::NotSocket => return Err(not_socket(path)),
+        AtPath::Stale | AtPath::Nothing => {}
+    }
+    let mut tmp = temp_path(path);
+    if tmp.as_os_str().len() > MAX_SOCKET_PATH {
+        return bind_in_place(path, mode);
+    }
+    let binding = |e| annotate(e, format!("binding {}", path.display()));
+    let mut bound = UnixListener::bind(&tmp);
+    // A name left by a process of the same pid that died: take another.
+    for _ in 1..BIND_TRIES {
+        if !bound
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::AddrInUse)
+        {
+            break;
         }
+        tmp = temp_path(path);
+        bound = UnixListener::bind(&tmp);
     }
+    let listener = bound.map_err(binding)?;
+    let made = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .and_then(|()| file_id(&tmp))
+        .map_err(|e| annotate(e, format!("creating socket {}", path.display())))
+        .and_then(|file| publish(&tmp, path).map(|linked| linked.then_some(file)));
+    let _ = std::fs::remove_file(&tmp);
+    match made {
+        Ok(Some(file)) => Ok((listener, file)),
+        // A file system without hard links: in place, under the lock.
+        Ok(None) => {
+            drop(listener);
+            bind_in_place(path, mode)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Links the listening socket at `tmp` to `path` ([`bind`]): true once
+/// linked, false if the file system has no hard links (`EPERM`,
+/// `EOPNOTSUPP`), where the caller binds in place instead.
+fn publish(tmp: &Path, path: &Path) -> io::Result<bool> {
+    let mut lock = None;
+    for _ in 0..BIND_TRIES {
+        match std::fs::hard_link(tmp, path) {
+            Ok(()) => return Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP)) => {
+                return Ok(false);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(annotate(e, format!("creating socket {}", path.display()))),
+        }
+        if lock.is_none() {
+            lock = Some(DirLock::take(path)?);
+        }
+        clear_stale(path)?;
+    }
+    Err(changing(path))
+}
+
+/// Binds at `path` itself, for a path whose temporary name would not fit
+/// ([`bind`]).
+fn bind_in_place(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
+    let _lock = DirLock::take(path)?;
+    for _ in 0..BIND_TRIES {
+        clear_stale(path)?;
+        let listener = match UnixListener::bind(path) {
+            Ok(l) => l,
+            // Something came in between: look again.
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(annotate(e, format!("binding {}", path.display()))),
+        };
+        let creating = |e| annotate(e, format!("creating socket {}", path.display()));
+        let file = file_id(path).map_err(creating)?;
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+            remove_if_ours(path, file);
+            return Err(creating(e));
+        }
+        return Ok((listener, file));
+    }
+    Err(changing(path))
+}
+
+fn changing(path: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{}: another process keeps creating and removing files at this path",
+        path.display()
+    ))
 }
 
 impl Server {
@@ -728,9 +996,7 @@ impl Server {
         for t in threads {
             let _ = t.join();
         }
-        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.file) {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        remove_if_ours(&self.path, self.file);
     }
 }
 
@@ -778,20 +1044,16 @@ fn accept_loop(shared: &Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
             .spawn(move || {
-                s.event(Event::Connected { conn, pid });
-                Session {
+                // First, so that whatever happens next, the slot is given
+                // back; then the session, whose endpoints are reclaimed
+                // when it is dropped, before the slot.
+                let _slot = Slot {
                     shared: &s,
                     conn,
                     pid,
-                    owned: BTreeSet::new(),
-                    memory: 0,
-                    applets: HashMap::new(),
-                    compiler: Compiler::new(s.opts.control_nice, conn),
-                }
-                .run(stream);
-                let mut c = lock(&s.conns);
-                c.live.remove(&conn);
-                c.leave(pid, &s.opts);
+                };
+                s.event(Event::Connected { conn, pid });
+                Session::new(&s, conn, pid).run(stream);
             });
         match spawned {
             Ok(t) => conns.threads.push(t),
@@ -1070,7 +1332,38 @@ impl From<Refusal> for Failure {
     }
 }
 
+impl<'a> Session<'a> {
+    fn new(shared: &'a Shared, conn: u64, pid: Option<u32>) -> Self {
+        Session {
+            shared,
+            conn,
+            pid,
+            owned: BTreeSet::new(),
+            memory: 0,
+            applets: HashMap::new(),
+            compiler: Compiler::new(shared.opts.control_nice, conn),
+        }
+    }
+}
+
+/// The end of a connection, however it ends (its thread returning or
+/// unwinding): every endpoint it still owns is reclaimed.
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let owned = std::mem::take(&mut self.owned);
+        for &id in &owned {
+            self.remove(id, true);
+        }
+        self.shared.event(Event::Disconnected {
+            conn: self.conn,
+            reclaimed: owned.len(),
+        });
+    }
+}
+
 impl Session<'_> {
+    /// Serves the connection until it ends; dropping the session then
+    /// reclaims its endpoints.
     fn run(mut self, mut stream: UnixStream) {
         let timeout = self.shared.opts.request_timeout;
         // A client that does not take its replies is cut off like one that
@@ -1109,14 +1402,6 @@ impl Session<'_> {
                 break;
             }
         }
-        let owned = std::mem::take(&mut self.owned);
-        for &id in &owned {
-            self.remove(id, true);
-        }
-        self.shared.event(Event::Disconnected {
-            conn: self.conn,
-            reclaimed: owned.len(),
-        });
     }
 
     /// Sends the reply to `CreateEndpoint` with the endpoint's `memfd`; if
@@ -1699,13 +1984,23 @@ mod tests {
         let n = MAX_COUNTS_ENDPOINTS as u16 + 1;
         let mut b = vec![Op::EngineCounts as u8];
         b.extend_from_slice(&n.to_le_bytes());
-        assert!(matches!(
-            Request::decode(&b),
-            Err(ProtocolError::FieldTooLarge {
-                field: "endpoint count",
-                ..
-            })
-        ));
+        let e = Request::decode(&b).unwrap_err();
+        assert_eq!(
+            e,
+            ProtocolError::TooMany {
+                op: "EngineCounts",
+                items: "endpoint ids",
+                count: u64::from(n),
+                max: MAX_COUNTS_ENDPOINTS,
+            }
+        );
+        // They are ids, not bytes.
+        let mut b = vec![Op::EngineCounts as u8];
+        b.extend_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(
+            Request::decode(&b).unwrap_err().to_string(),
+            "EngineCounts: 65535 endpoint ids exceed the limit of 256"
+        );
     }
 
     #[test]
@@ -2083,5 +2378,123 @@ mod tests {
             conn: 1,
             reclaimed: 0
         }));
+    }
+
+    /// The address an engine behind `path` reports (`Info`).
+    fn served_by(path: &Path) -> crate::Addr {
+        let c = UnixStream::connect(path).unwrap();
+        (&c).write_all(&Request::Info.encode()).unwrap();
+        let mut reply = [0u8; 13];
+        (&c).read_exact(&mut reply).unwrap();
+        assert_eq!(reply[4], STATUS_OK);
+        let ip = std::net::Ipv4Addr::new(reply[7], reply[8], reply[9], reply[10]);
+        crate::Addr::new(ip, u16::from_le_bytes([reply[11], reply[12]]))
+    }
+
+    /// The race of two daemons started together, at the moment that
+    /// decided it: one has its socket bound under its temporary name and
+    /// has found the path free, and the other's socket appears there
+    /// before the first publishes its own. (Renaming over the path, the
+    /// daemon once replaced the other's live socket: reproduced with
+    /// `strace -e inject=rename:delay_enter=1500000`.)
+    #[test]
+    fn publishing_never_replaces_a_live_socket() {
+        let path = temp_sock("publish");
+        let _ = std::fs::remove_file(&path);
+        let tmp = temp_path(&path);
+        let late = UnixListener::bind(&tmp).unwrap();
+        let net = crate::transport::LoopNet::new();
+        let first = Engine::new(Box::new(
+            net.attach("10.0.0.9:7000".parse().unwrap()).unwrap(),
+        ));
+        let server = serve(first, &path).unwrap();
+        let e = publish(&tmp, &path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("already serving"), "{e}");
+        assert_eq!(served_by(&path), "10.0.0.9:7000".parse().unwrap());
+        // A stale socket, though, is replaced.
+        drop(server);
+        drop(UnixListener::bind(&path).unwrap());
+        publish(&tmp, &path).unwrap();
+        let _ = std::fs::remove_file(&tmp);
+        drop(UnixStream::connect(&path).unwrap());
+        drop(late);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A connection's thread that unwinds (a bug in a request's handling)
+    /// gives back what it held: its endpoints, its slot in the live table
+    /// (the daemon's handle on its socket) and its count in its process's
+    /// budget.
+    #[test]
+    fn a_connection_that_unwinds_gives_back_its_slot_and_its_endpoints() {
+        let path = temp_sock("unwind");
+        let server = serve(engine(), &path).unwrap();
+        let shared = server.shared.clone();
+        let pid = Some(std::process::id());
+        let (client, ours) = UnixStream::pair().unwrap();
+        {
+            let mut c = lock(&shared.conns);
+            c.live.insert(1_000, ours.try_clone().unwrap());
+            c.peers.entry(pid).or_default().connections += 1;
+        }
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _slot = Slot {
+                shared: &shared,
+                conn: 1_000,
+                pid,
+            };
+            let _stream = ours;
+            let mut session = Session::new(&shared, 1_000, pid);
+            let create = Request::Create {
+                config: Config::default(),
+                applet: None,
+            }
+            .encode();
+            session.handle(body(&create)).unwrap();
+            assert_eq!(shared.engine.endpoints().len(), 1);
+            panic!("a bug in a request's handling");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(shared.engine.endpoints(), vec![], "its endpoint reclaimed");
+        {
+            let c = lock(&shared.conns);
+            assert!(c.live.is_empty(), "its slot given back");
+            let p = c.peers.get(&pid).cloned().unwrap_or_default();
+            assert_eq!((p.connections, p.memory), (0, 0));
+        }
+        // Every handle the daemon had on the socket is closed.
+        let mut buf = [0u8; 1];
+        assert_eq!((&client).read(&mut buf).unwrap(), 0);
+        server.shutdown();
+    }
+
+    /// A hook that panics loses its event and nothing else.
+    #[test]
+    fn a_panicking_event_hook_is_contained() {
+        let path = temp_sock("hook");
+        let calls = Arc::new(AtomicU64::new(0));
+        let n = calls.clone();
+        let server = serve_with(
+            engine(),
+            &path,
+            ServeOptions {
+                on_event: Some(Arc::new(move |_: &Event| {
+                    n.fetch_add(1, Ordering::Relaxed);
+                    panic!("the log's output is gone")
+                })),
+                ..ServeOptions::default()
+            },
+        )
+        .unwrap();
+        for _ in 0..3 {
+            assert_eq!(served_by(&path), engine_addr());
+        }
+        server.shutdown();
+        assert!(calls.load(Ordering::Relaxed) >= 3);
+    }
+
+    fn engine_addr() -> crate::Addr {
+        "10.0.0.1:7000".parse().unwrap()
     }
 }

@@ -250,6 +250,19 @@ pub enum ProtocolError {
         /// The limit.
         max: usize,
     },
+    /// A count of items larger than its limit (`EngineCounts`' endpoint
+    /// ids).
+    #[error("{op}: {count} {items} exceed the limit of {max}")]
+    TooMany {
+        /// The operation.
+        op: &'static str,
+        /// What is counted, in the plural: "endpoint ids".
+        items: &'static str,
+        /// How many the request announced.
+        count: u64,
+        /// The limit.
+        max: usize,
+    },
     /// Filter text that is not UTF-8.
     #[error("{op}: the filter text is not UTF-8")]
     NotUtf8 {
@@ -461,10 +474,10 @@ impl<'a> Request<'a> {
             Op::EngineCounts => {
                 let n = f.u16("endpoint count")?;
                 if usize::from(n) > MAX_COUNTS_ENDPOINTS {
-                    return Err(ProtocolError::FieldTooLarge {
+                    return Err(ProtocolError::TooMany {
                         op: op.name(),
-                        field: "endpoint count",
-                        len: u64::from(n),
+                        items: "endpoint ids",
+                        count: u64::from(n),
                         max: MAX_COUNTS_ENDPOINTS,
                     });
                 }
