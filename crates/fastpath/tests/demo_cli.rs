@@ -60,6 +60,33 @@ fn check_cells(table: &serde_json::Value, name: &str, rows: usize, columns: &[&s
     }
 }
 
+/// How far above memcpy of the same bytes the demo lets U-Net's rate
+/// stand (`MAX_SHARE_OF_MEMCPY` in `demo.rs`).
+const MAX_SHARE_OF_MEMCPY: f64 = 1.25;
+
+/// No bandwidth row of a `--json` document holds an impossible figure: a
+/// U-Net rate more than [`MAX_SHARE_OF_MEMCPY`] times the memcpy peer's,
+/// a standard applet's share of U-Net above 100% (it adds work to U-Net's
+/// path), or a share of a U-Net rate the row does not show.
+fn check_bandwidth_is_possible(doc: &serde_json::Value) {
+    let v = |row: &serde_json::Value, key: &str| row[key]["value"].as_f64();
+    for row in doc["bandwidth"]["rows"].as_array().expect("bandwidth rows") {
+        let unet = v(row, "unet_app_ack");
+        if let (Some(u), Some(m)) = (unet, v(row, "memcpy")) {
+            assert!(u <= m * MAX_SHARE_OF_MEMCPY, "U-Net above memcpy: {row}");
+        }
+        if let Some(share) = v(row, "unet_per_memcpy") {
+            assert!(share <= MAX_SHARE_OF_MEMCPY * 100.0, "{row}");
+        }
+        for key in ["standard_per_unet", "standard_lent_per_unet"] {
+            if let Some(share) = v(row, key) {
+                assert!(unet.is_some(), "{key} of a U-Net rate not shown: {row}");
+                assert!(share <= 100.0, "{key} above U-Net: {row}");
+            }
+        }
+    }
+}
+
 #[test]
 fn json_on_loop_has_every_figure_or_a_reason() {
     let (ok, out, err) = fastpath(&["demo", "--rounds", "10", "--messages", "25", "--json"]);
@@ -125,6 +152,7 @@ fn json_on_loop_has_every_figure_or_a_reason() {
             "standard_lent_per_unet",
         ],
     );
+    check_bandwidth_is_possible(&doc);
     assert_eq!(doc["messages"], 25);
     // The two threads ran pinned to the first two CPUs this process may
     // use, and the document says which (null with only one).
@@ -281,6 +309,7 @@ fn the_xdp_demo_sets_udp_packet_and_xdp_side_by_side() {
     assert_eq!(doc["netns"]["mtu"], 16_500);
     check_cells(&doc["latency"], "latency", 5, &["unet", "udp"]);
     check_cells(&doc["bandwidth"], "bandwidth", 4, &["unet_app_ack"]);
+    check_bandwidth_is_possible(&doc);
     check_cells(
         &doc["transports_latency"],
         "transports_latency",
