@@ -957,6 +957,22 @@ mod tests {
         }
     }
 
+    /// `filters` compiled, and merged with owners 0, 1, ... in order.
+    fn compiled_and_merged(filters: &[&str]) -> (Vec<Program>, Merged) {
+        let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
+        let analyses: Vec<_> = programs.iter().map(analyze).collect();
+        let cands: Vec<_> = analyses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Candidate {
+                owner: i as u32,
+                analysis: a,
+            })
+            .collect();
+        let m = merge(&cands);
+        (programs, m)
+    }
+
     /// The classifier of a table whose filters compute no value keeps to
     /// caller-saved registers on x86-64 (`wire_len`'s handed back), so
     /// it has no prologue; one that computes values saves what it takes.
@@ -964,18 +980,8 @@ mod tests {
     #[test]
     fn a_classifier_without_values_has_no_frame() {
         let native = |filters: &[&str]| {
-            let programs: Vec<Program> =
-                filters.iter().map(|f| crate::compile(f).unwrap()).collect();
-            let analyses: Vec<_> = programs.iter().map(analyze).collect();
-            let cands: Vec<_> = analyses
-                .iter()
-                .enumerate()
-                .map(|(i, a)| Candidate {
-                    owner: i as u32,
-                    analysis: a,
-                })
-                .collect();
-            generate(&mut Func::new(), &merge(&cands)).unwrap()
+            let (_, m) = compiled_and_merged(filters);
+            generate(&mut Func::new(), &m).unwrap()
         };
         let atoms = native(&[
             "tcp dst port 80 and dst host 10.0.0.1",
@@ -1072,17 +1078,7 @@ mod tests {
             // Behind a tag, transport fields are computed values, masked.
             "vlan and tcp[13] & 0x12 = 0x12 and tcp dst port 80",
         ];
-        let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
-        let analyses: Vec<_> = programs.iter().map(analyze).collect();
-        let cands: Vec<_> = analyses
-            .iter()
-            .enumerate()
-            .map(|(i, a)| Candidate {
-                owner: i as u32,
-                analysis: a,
-            })
-            .collect();
-        let m = merge(&cands);
+        let (programs, m) = compiled_and_merged(&filters);
         let native = generate(&mut Func::new(), &m).unwrap();
         let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
         // SAFETY: the classifier reads `len` bytes from `pkt` at most.

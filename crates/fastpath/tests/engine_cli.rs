@@ -11,6 +11,20 @@ use std::time::{Duration, Instant};
 /// stopping it.
 struct Daemon(Child);
 
+impl Daemon {
+    /// All the daemon writes on standard error, to its end (read once).
+    fn stderr(&mut self) -> String {
+        let mut err = String::new();
+        self.0
+            .stderr
+            .take()
+            .expect("standard error read once")
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if self.0.try_wait().ok().flatten().is_none() {
@@ -68,15 +82,10 @@ fn the_engine_serves_with_its_standard_output_gone() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while UnixStream::connect(&path).is_err() {
         if let Some(status) = daemon.0.try_wait().unwrap() {
-            let mut err = String::new();
-            daemon
-                .0
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("the daemon exited ({status}) before serving: {err}");
+            panic!(
+                "the daemon exited ({status}) before serving: {}",
+                daemon.stderr()
+            );
         }
         assert!(Instant::now() < deadline, "the daemon never served");
         std::thread::sleep(Duration::from_millis(20));
@@ -105,14 +114,7 @@ fn the_engine_serves_with_its_standard_output_gone() {
     // has not yet waited for.
     let r = unsafe { libc::kill(daemon.0.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(r, 0);
-    let mut err = String::new();
-    daemon
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = daemon.stderr();
     let status = daemon.0.wait().unwrap();
     assert!(status.success(), "{status}: {err}");
     assert!(!err.contains("panicked"), "{err}");
