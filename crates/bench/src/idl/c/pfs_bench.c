@@ -3,9 +3,9 @@
  * The client stubs, the server stubs, the dispatch and the server loop;
  * the loop (at the end) is plain C to copy and edit.
  */
-#include "pfs_bench.h"
-
 #include <string.h>
+
+#include "pfs_bench.h"
 
 int pfs_open(idl_client *c, int32_t client, int32_t fobj, int32_t flags, int32_t mode, int32_t *handle, int32_t *ret)
 {
