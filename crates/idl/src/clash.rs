@@ -67,6 +67,9 @@ pub(crate) fn reserved(name: &str) -> Option<String> {
     None
 }
 
+/// Why two names that differ only in case clash.
+pub(crate) const CASE_ONLY: &str = "names that differ only in case are one name in IDL";
+
 /// The case-insensitive key of a name (CORBA: one name).
 pub(crate) fn fold(name: &str) -> String {
     name.to_lowercase()

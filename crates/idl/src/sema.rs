@@ -72,6 +72,12 @@ impl Decl {
             Decl::Const(..) => "a constant",
         }
     }
+
+    /// What it is, without the article ([`Decl::what`]'s noun).
+    fn kind(&self) -> &'static str {
+        let what = self.what();
+        what.split_once(' ').map_or(what, |(_, noun)| noun)
+    }
 }
 
 struct Checker<'a> {
@@ -195,13 +201,7 @@ impl Checker<'_> {
                 format!("`{full}` is already declared at {at} (as {})", old.what()),
             ));
         }
-        let kind = match decl {
-            Decl::Module => "module",
-            Decl::Interface => "interface",
-            Decl::Struct(_) => "struct",
-            Decl::Type(_) => "typedef",
-            Decl::Const(_) => "constant",
-        };
+        let kind = decl.kind();
         let key = crate::clash::fold(&full);
         if let Some((other, at, what)) = self.folded.get(&key) {
             return Err(CompileError::clash(
@@ -209,7 +209,7 @@ impl Checker<'_> {
                 format!("{kind} `{full}`"),
                 format!("{what} `{other}`"),
                 *at,
-                "names that differ only in case are one name in IDL",
+                crate::clash::CASE_ONLY,
             ));
         }
         self.folded.insert(key, (full.clone(), pos, kind));
@@ -476,7 +476,7 @@ impl Checker<'_> {
                     format!("field `{}` of struct `{name}`", d.name),
                     format!("field `{}`", fields[k].0),
                     field_pos[k],
-                    "names that differ only in case are one name in IDL",
+                    crate::clash::CASE_ONLY,
                 ));
             }
             if let TypeKind::Named(parts, false) = &ts.kind
@@ -569,7 +569,7 @@ impl Checker<'_> {
                     format!("operation `{}` of interface `{name}`", o.name),
                     format!("operation `{}`", old.name),
                     old.pos,
-                    "names that differ only in case are one name in IDL",
+                    crate::clash::CASE_ONLY,
                 ));
             }
             let Ok(key) = u16::try_from(ops.len()) else {
@@ -639,7 +639,7 @@ impl Checker<'_> {
                     format!("parameter `{pname}` of `{name}`"),
                     format!("parameter `{}`", old.name),
                     old.pos,
-                    "names that differ only in case are one name in IDL",
+                    crate::clash::CASE_ONLY,
                 ));
             }
             let Some((dir, _)) = pd.dir else {
