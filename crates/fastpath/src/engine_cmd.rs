@@ -61,6 +61,29 @@ pub struct EngineArgs {
     /// Engine threads polling the endpoints and the transport.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
+    /// The socket's permissions, in octal: who may connect. 600 lets only
+    /// this user; 660 its group too; 666 every user, each then held to
+    /// the daemon's budgets per user (16 connections) as well as per
+    /// process.
+    #[arg(long, default_value = "600", value_name = "OCTAL", value_parser = parse_mode)]
+    pub mode: u32,
+}
+
+/// A socket mode in octal, permission bits only.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let m = u32::from_str_radix(s.strip_prefix("0o").unwrap_or(s), 8)
+        .map_err(|_| format!("{s:?} is not an octal mode such as 600 or 660"))?;
+    if m > 0o777 {
+        return Err(format!(
+            "{s:?}: a socket's mode has permission bits only, 777 at most"
+        ));
+    }
+    if m & 0o600 != 0o600 {
+        return Err(format!(
+            "{s:?}: the daemon's own user must be able to connect to its socket, to tell a live one from a stale one (600 at least)"
+        ));
+    }
+    Ok(m)
 }
 
 /// Runs `fastpath engine`.
@@ -120,15 +143,17 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
     };
     let engine = Engine::new(transport);
     let opts = ServeOptions {
+        mode: args.mode,
         on_event: Some(Arc::new(log)),
         ..ServeOptions::default()
     };
     let server = daemon::serve_with(engine.clone(), &path, opts)?;
     engine.start(usize::from(args.threads))?;
     say!(
-        "fastpath engine: serving endpoints at {} (transport {kind}, address {}, {} engine thread{}); \
+        "fastpath engine: serving endpoints at {} (mode {:o}, transport {kind}, address {}, {} engine thread{}); \
          SIGINT or SIGTERM stops it",
         path.display(),
+        args.mode,
         engine.local(),
         args.threads,
         if args.threads == 1 { "" } else { "s" },
@@ -177,18 +202,37 @@ fn errors(c: &PortCounts) -> u64 {
         + c.queue_corrupt
 }
 
+/// A client as the log names it: its process, and its user if known.
+struct Client(Option<u32>, Option<u32>);
+
+impl fmt::Display for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(pid) => write!(f, "process {pid}")?,
+            None => f.write_str("an unknown process")?,
+        }
+        match self.1 {
+            Some(uid) => write!(f, " (user {uid})"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One line per event ([`say`]: a line that cannot be written is
 /// counted, and the daemon goes on).
 fn log(e: &Event) {
     match e {
-        Event::Connected { conn, pid } => match pid {
-            Some(pid) => say!("connection {conn}: process {pid}"),
-            None => say!("connection {conn}: process unknown"),
-        },
-        Event::Refused { pid } => match pid {
-            Some(pid) => say!("refused a connection from process {pid}: too many connections"),
-            None => say!("refused a connection from an unknown process: too many connections"),
-        },
+        Event::Connected { conn, pid, uid } => {
+            say!("connection {conn}: {}", Client(*pid, *uid));
+        }
+        Event::Refused { pid, uid, reason } => {
+            say!("refused a connection from {}: {reason}", Client(*pid, *uid));
+        }
+        Event::Evicted { conn, pid, idle } => say!(
+            "connection {conn} of {}: closed to make room for a new client, idle {:.1} s owning no endpoint",
+            Client(*pid, None),
+            idle.as_secs_f64()
+        ),
         Event::EndpointCreated { conn, id } => say!("connection {conn}: endpoint {id} created"),
         Event::EndpointClosed {
             conn,

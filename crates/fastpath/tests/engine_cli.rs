@@ -1,7 +1,9 @@
 //! `fastpath engine`, the daemon, as a process: its log never stops it
-//! serving.
+//! serving, says why a client was refused, and its socket has the mode
+//! asked for.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,6 +14,49 @@ use std::time::{Duration, Instant};
 struct Daemon(Child);
 
 impl Daemon {
+    /// `fastpath engine --socket path` with `args`, its standard output
+    /// and error piped, once its socket answers.
+    fn start(path: &Path, args: &[&str]) -> Daemon {
+        let _ = std::fs::remove_file(path);
+        let mut daemon = Daemon(
+            Command::new(env!("CARGO_BIN_EXE_fastpath"))
+                .args(["engine", "--socket"])
+                .arg(path)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("runs fastpath engine"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while UnixStream::connect(path).is_err() {
+            if let Some(status) = daemon.0.try_wait().unwrap() {
+                panic!(
+                    "the daemon exited ({status}) before serving: {}",
+                    daemon.stderr()
+                );
+            }
+            assert!(Instant::now() < deadline, "the daemon never served");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        daemon
+    }
+
+    /// Stops it with SIGTERM; its standard error, once it exited with
+    /// success.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) with the pid of the child this test started and
+        // has not yet waited for.
+        let r = unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(r, 0);
+        let err = self.stderr();
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "{status}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        err
+    }
+
     /// All the daemon writes on standard error, to its end (read once).
     fn stderr(&mut self) -> String {
         let mut err = String::new();
@@ -66,30 +111,10 @@ fn info(path: &Path) -> Result<(u8, Vec<u8>), String> {
 #[test]
 fn the_engine_serves_with_its_standard_output_gone() {
     let path = socket_path("stdout");
-    let _ = std::fs::remove_file(&path);
-    let mut daemon = Daemon(
-        Command::new(env!("CARGO_BIN_EXE_fastpath"))
-            .args(["engine", "--socket"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("runs fastpath engine"),
-    );
+    let mut daemon = Daemon::start(&path, &[]);
     // The only reader of its standard output goes away.
     drop(daemon.0.stdout.take());
     let deadline = Instant::now() + Duration::from_secs(60);
-    while UnixStream::connect(&path).is_err() {
-        if let Some(status) = daemon.0.try_wait().unwrap() {
-            panic!(
-                "the daemon exited ({status}) before serving: {}",
-                daemon.stderr()
-            );
-        }
-        assert!(Instant::now() < deadline, "the daemon never served");
-        std::thread::sleep(Duration::from_millis(20));
-    }
     for i in 0..10 {
         // A connection's slot is given back when its thread sees the end
         // of the last: until then one over the process's limit is
@@ -110,17 +135,80 @@ fn the_engine_serves_with_its_standard_output_gone() {
         );
         assert_eq!(&body[2..8], &[10, 0, 0, 1, 0x58, 0x1b], "10.0.0.1:7000");
     }
-    // SAFETY: kill(2) with the pid of the child this test started and
-    // has not yet waited for.
-    let r = unsafe { libc::kill(daemon.0.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(r, 0);
-    let err = daemon.stderr();
-    let status = daemon.0.wait().unwrap();
-    assert!(status.success(), "{status}: {err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = daemon.stop();
     assert!(
         err.contains("log lines could not be written to standard output"),
         "{err}"
     );
     assert!(!path.exists(), "the daemon removed its socket");
+}
+
+/// `--mode 660`: the socket has that mode, and the log names each client
+/// with its user and says which limit turned one away (it once said "too
+/// many connections" whatever the limit).
+#[test]
+fn the_socket_has_the_mode_asked_and_the_log_says_why_a_client_was_refused() {
+    let path = socket_path("mode");
+    let mut daemon = Daemon::start(&path, &["--mode", "660"]);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o660, "{mode:o}");
+    let lines = BufReader::new(daemon.0.stdout.take().unwrap());
+    // Eight connections, a process's share, held; the ninth refused.
+    let held: Vec<UnixStream> = (0..8)
+        .map(|i| {
+            let c = UnixStream::connect(&path).unwrap();
+            (&c).write_all(&[1, 0, 0, 0, 1]).unwrap();
+            let mut reply = [0u8; 13];
+            (&c).read_exact(&mut reply).unwrap();
+            assert_eq!(reply[4], 0, "connection {i} served");
+            c
+        })
+        .collect();
+    let (status, body) = info(&path).unwrap();
+    let why = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(
+        (status, why.as_str()),
+        (1, "this process holds 8 connections, the limit per process")
+    );
+    drop(held);
+    let err = daemon.stop();
+    let log: Vec<String> = lines.lines().map(Result::unwrap).collect();
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let uid = unsafe { libc::geteuid() };
+    let pid = std::process::id();
+    assert!(
+        log[0].contains(&format!(
+            "serving endpoints at {} (mode 660,",
+            path.display()
+        )),
+        "{log:?}"
+    );
+    let who = format!("process {pid} (user {uid})");
+    assert!(log.contains(&format!("connection 1: {who}")), "{log:?}");
+    assert!(
+        log.contains(&format!("refused a connection from {who}: {why}")),
+        "{log:?} {err}"
+    );
+}
+
+/// A mode that is not octal, has more than permission bits, or would keep
+/// the daemon's own user out is refused before anything is made.
+#[test]
+fn a_mode_the_daemon_cannot_serve_is_refused() {
+    let path = socket_path("bad-mode");
+    for (mode, says) in [
+        ("8", "not an octal mode"),
+        ("1777", "permission bits only"),
+        ("066", "600 at least"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(["engine", "--mode", mode, "--socket"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{mode}: {err}");
+        assert!(err.contains(says), "{mode}: {err}");
+        assert!(!path.exists(), "{mode}");
+    }
 }

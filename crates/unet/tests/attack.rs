@@ -11,6 +11,8 @@
 //! | an applet pushing frames forever grows the engine's heap | [`an_applet_pushing_frames_forever_stays_within_its_budget`] |
 //! | frames for an applet pile up in its inbox | [`an_applets_inbox_is_bounded_in_bytes`] |
 //! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
+//! | a client that forks fills every slot with idle connections | [`idle_connections_of_a_forking_client_keep_no_one_out`] |
+//! | one user's processes take every connection slot | [`a_user_holds_at_most_its_share_of_the_connections`] |
 //! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
 //! | applets whose code overflows the JIT's code cache keep the engine's threads compiling | [`applets_whose_code_overflows_the_cache_do_not_starve_a_client`] |
 //! | one process's applets hold unbounded memory in the daemon | [`a_process_holds_at_most_its_budget_of_applet_memory`] |
@@ -104,7 +106,16 @@ struct Kid {
 
 impl Kid {
     fn spawn(role: &str, socket: Option<&PathBuf>) -> Kid {
+        Kid::spawn_as(role, socket, None)
+    }
+
+    /// [`Kid::spawn`], as user `uid` (and group `uid`) if given.
+    fn spawn_as(role: &str, socket: Option<&PathBuf>, uid: Option<u32>) -> Kid {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if let Some(u) = uid {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(u).gid(u);
+        }
         cmd.args([
             &format!("child_{role}"),
             "--exact",
@@ -563,6 +574,204 @@ fn child_slots() {
     }
     tell(&format!("accepted {}", held.len()));
     wait_line();
+}
+
+/// A client that forks: each of its processes holds idle connections
+/// that never speak, within its share, and together they held every slot
+/// for as long as they lived, every later client refused "too many
+/// connections" (24 processes of 8 under the defaults). Now, with every
+/// slot taken, a newcomer is served in the place of the connection idle
+/// longest that owns no endpoint, once that has waited `evict_idle_after`;
+/// a connection that owns an endpoint is never closed for another. The
+/// hostile processes reconnecting get only what they evict of their own,
+/// and exactly as many of their connections are closed as newcomers were
+/// taken in at full. With `evict_idle_after` at `Duration::MAX` the client
+/// is refused.
+#[test]
+fn idle_connections_of_a_forking_client_keep_no_one_out() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    engine.start(1).unwrap();
+    let path = std::env::temp_dir().join(format!("unet-attack-idle-{}.sock", std::process::id()));
+    let grace = Duration::from_millis(1000);
+    let opts = ServeOptions {
+        max_connections: 16,
+        max_connections_per_peer: 8,
+        reserve: 0,
+        evict_idle_after: grace,
+        ..ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let mut kids: Vec<Kid> = (0..2).map(|_| Kid::spawn("idle", Some(&path))).collect();
+    for kid in &mut kids {
+        kid.say("connect 8");
+        let v = kid.expect("accepted", Duration::from_secs(30));
+        assert_eq!(v, [8], "each process holds its share");
+    }
+    assert_eq!(server.connections(), 16, "every slot taken");
+    std::thread::sleep(grace + Duration::from_millis(200));
+
+    // A well-behaved client is served, and keeps its connection.
+    let client = Client::connect(&path).expect("a newcomer is served");
+    let ep = client.create_endpoint(Config::default(), None).unwrap();
+    // The hostile processes reconnect in a loop: each connection taken in
+    // closes one idle longer than the grace, never the client's.
+    let mut churn = Kid::spawn("idle", Some(&path));
+    churn.say("connect 24");
+    let [taken] = churn.expect("accepted", Duration::from_secs(30))[..] else {
+        panic!("one count")
+    };
+    assert!(
+        (1..=8).contains(&taken),
+        "{taken}: the churning process gets at most its share"
+    );
+    assert!(server.connections() <= 16);
+    let mut closed = 0;
+    for kid in &mut kids {
+        kid.say("check");
+        closed += kid.expect("closed", Duration::from_secs(30))[0];
+    }
+    assert_eq!(
+        closed,
+        1 + taken,
+        "one idle connection closed for each newcomer taken in at full"
+    );
+    assert!(
+        client.engine_counts(&[ep.id()]).is_ok(),
+        "the client's connection, which owns an endpoint, still serves"
+    );
+    for mut kid in kids.into_iter().chain([churn]) {
+        kid.say("exit");
+        kid.finish(Duration::from_secs(10));
+    }
+    drop(ep);
+    drop(client);
+    server.shutdown();
+    engine.stop();
+}
+
+/// One user's processes, each within its share, took every slot of a
+/// socket open to other users. Now a user holds at most
+/// `max_connections_per_user` over all its processes: past it, a process
+/// of that user is refused naming the limit, and another user is served.
+/// The test's own user, exempt by default as the daemon's, is counted
+/// here (`exempt_users` empty); run as root, the test also connects as
+/// user `nobody` (65534).
+#[test]
+fn a_user_holds_at_most_its_share_of_the_connections() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    engine.start(1).unwrap();
+    let path = std::env::temp_dir().join(format!("unet-attack-user-{}.sock", std::process::id()));
+    let opts = ServeOptions {
+        mode: 0o666,
+        max_connections_per_user: 12,
+        exempt_users: Vec::new(),
+        evict_idle_after: Duration::MAX,
+        ..ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let mut kids: Vec<Kid> = (0..3).map(|_| Kid::spawn("idle", Some(&path))).collect();
+    let mut held = Vec::new();
+    for kid in &mut kids {
+        kid.say("connect 8");
+        held.push(kid.expect("accepted", Duration::from_secs(30))[0]);
+    }
+    assert_eq!(held, [8, 4, 0], "the user's share, then nothing");
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    let e = Client::connect(&path).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "user {me} holds 12 connections, the limit per user"
+        )),
+        "{e}"
+    );
+    if me == 0 {
+        let mut other = Kid::spawn_as("idle", Some(&path), Some(65534));
+        other.say("connect 8");
+        let v = other.expect("accepted", Duration::from_secs(30));
+        assert_eq!(v, [8], "another user is served");
+        other.say("exit");
+        other.finish(Duration::from_secs(10));
+    } else {
+        eprintln!("not root: another user's connections not tried");
+    }
+    // Given back when a process exits.
+    let mut first = kids.remove(0);
+    first.say("exit");
+    first.finish(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let client = loop {
+        match Client::connect(&path) {
+            Ok(c) => break c,
+            Err(e) => assert!(Instant::now() < deadline, "never given back: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    client.create_endpoint(Config::default(), None).unwrap();
+    for mut kid in kids {
+        kid.say("exit");
+        kid.finish(Duration::from_secs(10));
+    }
+    drop(client);
+    server.shutdown();
+    engine.stop();
+}
+
+/// Holds idle connections: `connect N` opens N and says how many were
+/// taken in (`accepted K`); `check` says how many of those the daemon has
+/// closed since (`closed C`); `exit`.
+#[test]
+fn child_idle() {
+    if !is_child("idle") {
+        return;
+    }
+    let path = std::env::var("UNET_SOCKET").unwrap();
+    let mut held: Vec<UnixStream> = Vec::new();
+    for line in std::io::stdin().lines() {
+        let line = line.unwrap();
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next().map(|n| n.parse::<usize>())) {
+            (Some("connect"), Some(Ok(n))) => {
+                let mut fresh = Vec::new();
+                for _ in 0..n {
+                    if let Ok(s) = UnixStream::connect(&path) {
+                        fresh.push(s);
+                    }
+                    // One at a time, as the daemon takes them in.
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // A refused connection gets an error reply and is closed at
+                // once; an accepted one hears nothing. (A refusal the
+                // daemon is slow to send would be counted as taken in, and
+                // fail the test: this waits long enough on a loaded machine.)
+                std::thread::sleep(Duration::from_millis(500));
+                let before = held.len();
+                for s in fresh {
+                    s.set_nonblocking(true).unwrap();
+                    let mut b = [0u8; 1];
+                    if matches!((&s).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    {
+                        held.push(s);
+                    }
+                }
+                tell(&format!("accepted {}", held.len() - before));
+            }
+            (Some("check"), None) => {
+                let closed = held
+                    .iter()
+                    .filter(|s| {
+                        let mut b = [0u8; 1];
+                        matches!((&**s).read(&mut b), Ok(0))
+                    })
+                    .count();
+                tell(&format!("closed {closed}"));
+            }
+            (Some("exit"), None) => return,
+            _ => panic!("child_idle: {line:?}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -99,11 +99,19 @@
 //!   done under locks an engine thread takes too. The daemon
 //!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
-//!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
-//!   the last [`ServeOptions::reserve`] slots for processes that hold
-//!   none, so one process cannot lock the others out. A request whose
-//!   first byte has come must arrive whole, and a reply be taken, within
-//!   [`ServeOptions::request_timeout`], or the connection is closed.
+//!   [`ServeOptions::max_connections_per_peer`] of one process and
+//!   [`ServeOptions::max_connections_per_user`] of one user (`SO_PEERCRED`'s
+//!   uid; root and the daemon's own user, who can stop it anyway, are not
+//!   counted), and keeps the last [`ServeOptions::reserve`] slots for
+//!   processes that hold none, so one process cannot lock the others out.
+//!   Connections that hold nothing cannot either, however many processes
+//!   hold them: when every slot is taken, a newcomer is served in the
+//!   place of the connection that has waited longest for a request owning
+//!   no endpoint, once that has waited
+//!   [`ServeOptions::evict_idle_after`] ([`Event::Evicted`]). A request
+//!   whose first byte has come must arrive whole, and a reply be taken,
+//!   within [`ServeOptions::request_timeout`], or the connection is
+//!   closed.
 //! - **Reclaim.** When a connection closes, because the application closed
 //!   it, exited or was killed, every endpoint it still owns is removed from
 //!   the engine with its channels, filters and applet. The same happens if
@@ -125,9 +133,10 @@
 //!   else at the path (a live socket, another user's, a file of another
 //!   kind) is an error. Any path that fits in `sun_path` (107 bytes) is
 //!   taken: one too near the limit for the temporary name beside it is
-//!   bound in place under the directory's lock and given its mode at once
-//!   (until then it has the mode the umask leaves). Errors name the path
-//!   asked for.
+//!   bound in place under the directory's lock. Either way the socket is
+//!   given its mode before it is bound, so its file never has more bits
+//!   than the mode's (bound first, it had 0777 less the umask's until
+//!   changed). Errors name the path asked for.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_int;
@@ -199,11 +208,28 @@ pub enum Event {
         conn: u64,
         /// The client's process id, from `SO_PEERCRED`.
         pid: Option<u32>,
+        /// The client's user id, from `SO_PEERCRED`.
+        uid: Option<u32>,
     },
-    /// A client was turned away: too many connections.
+    /// A client was turned away, for the reason its reply gave.
     Refused {
         /// The client's process id.
         pid: Option<u32>,
+        /// The client's user id.
+        uid: Option<u32>,
+        /// Which limit: the text of the error reply the client got.
+        reason: String,
+    },
+    /// An idle connection that owned no endpoint was closed to make room
+    /// for a new client ([`ServeOptions::evict_idle_after`]); its
+    /// [`Event::Disconnected`] follows.
+    Evicted {
+        /// The connection closed.
+        conn: u64,
+        /// Its client's process id.
+        pid: Option<u32>,
+        /// How long it had waited for its next request.
+        idle: std::time::Duration,
     },
     /// A connection created an endpoint.
     EndpointCreated {
@@ -251,9 +277,31 @@ pub struct ServeOptions {
     /// many slots are free, so that a new client can always connect while
     /// one process, or a few, hold all they may. Default 16.
     pub reserve: usize,
+    /// Connections one user may hold at once, over all its processes: the
+    /// limit per process bounds one process, not a user's many, and a
+    /// socket opened to other users ([`ServeOptions::mode`]) is otherwise
+    /// theirs to fill by forking. Users in
+    /// [`ServeOptions::exempt_users`] are not counted. Default 16.
+    pub max_connections_per_user: usize,
+    /// Users the limit per user does not count. Default root and the
+    /// daemon's own user, who can signal or trace the daemon anyway, so
+    /// that the connections of the clients of a daemon whose socket has
+    /// the default mode, all of its own user, are bounded by the limits
+    /// per process and in all.
+    pub exempt_users: Vec<u32>,
+    /// How long a connection that owns no endpoint must have waited for
+    /// its next request (or its first) before it may be closed to make
+    /// room for a new client when every slot is taken: then the one idle
+    /// longest is closed ([`Event::Evicted`]) and the newcomer served, so
+    /// that connections that hold nothing cannot keep clients out however
+    /// many processes hold them. A connection that owns an endpoint, or is
+    /// in the middle of a request, is never closed for another. Default
+    /// 5 s; [`std::time::Duration::MAX`] closes none.
+    pub evict_idle_after: std::time::Duration,
     /// How long a request may take to arrive once its first byte has, and
     /// a reply to be taken by the client; past it the connection is closed
-    /// (a connection idle between requests is not timed). Default 5 s.
+    /// (a connection idle between requests is not timed by this, only as
+    /// [`ServeOptions::evict_idle_after`] says). Default 5 s.
     pub request_timeout: std::time::Duration,
     /// Endpoints one connection may hold. Default 64.
     pub max_endpoints: usize,
@@ -343,6 +391,9 @@ impl Default for ServeOptions {
             max_connections: 64,
             max_connections_per_peer: 8,
             reserve: 16,
+            max_connections_per_user: 16,
+            exempt_users: own_users(),
+            evict_idle_after: std::time::Duration::from_secs(5),
             request_timeout: std::time::Duration::from_secs(5),
             max_endpoints: 64,
             max_memory_per_connection: 256 << 20,
@@ -366,6 +417,9 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_connections", &self.max_connections)
             .field("max_connections_per_peer", &self.max_connections_per_peer)
             .field("reserve", &self.reserve)
+            .field("max_connections_per_user", &self.max_connections_per_user)
+            .field("exempt_users", &self.exempt_users)
+            .field("evict_idle_after", &self.evict_idle_after)
             .field("request_timeout", &self.request_timeout)
             .field("max_endpoints", &self.max_endpoints)
             .field("max_memory_per_connection", &self.max_memory_per_connection)
@@ -388,6 +442,14 @@ impl std::fmt::Debug for ServeOptions {
     }
 }
 
+/// Root and the user this process runs as: the default
+/// [`ServeOptions::exempt_users`].
+fn own_users() -> Vec<u32> {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    let me = unsafe { libc::geteuid() };
+    if me == 0 { vec![0] } else { vec![0, me] }
+}
+
 /// State shared by the accepting thread, the connections and the [`Server`].
 struct Shared {
     engine: Engine,
@@ -396,16 +458,87 @@ struct Shared {
     stop: AtomicBool,
     next_conn: AtomicU64,
     conns: Mutex<Conns>,
+    /// The origin of [`Activity`]'s times.
+    epoch: std::time::Instant,
 }
 
 #[derive(Default)]
 struct Conns {
-    /// A second handle on each live connection's socket, to shut it down.
-    live: HashMap<u64, UnixStream>,
+    live: HashMap<u64, Live>,
     threads: Vec<JoinHandle<()>>,
     /// What each client process holds, by pid (`None`: a peer whose
     /// credentials could not be read, all counted as one).
     peers: HashMap<Option<u32>, PeerUse>,
+    /// Connections each user holds, by uid (`None`: unknown, all counted
+    /// as one user).
+    users: HashMap<Option<u32>, usize>,
+}
+
+/// A live connection, as the accepting thread sees it.
+struct Live {
+    /// A second handle on its socket, to shut it down.
+    stream: UnixStream,
+    pid: Option<u32>,
+    activity: Arc<Activity>,
+}
+
+/// What a connection is doing, for closing idle ones to make room
+/// ([`ServeOptions::evict_idle_after`]), in one word: its state in the low
+/// two bits ([`Activity::IDLE`], [`Activity::BUSY`],
+/// [`Activity::EVICTED`]), [`Activity::HOLDS`] while it owns an endpoint,
+/// and above them the millisecond (from [`Shared::epoch`]) since which it
+/// has been idle. The connection's thread moves it from idle to busy when
+/// a request has come, the accepting thread from idle to evicted, each by
+/// a compare-and-swap on the whole word, so exactly one of them wins: a
+/// connection is never closed while it serves a request, nor after it
+/// came to own an endpoint, and an evicted connection serves nothing more.
+struct Activity(AtomicU64);
+
+impl Activity {
+    const IDLE: u64 = 0;
+    const BUSY: u64 = 1;
+    const EVICTED: u64 = 2;
+    const STATE: u64 = 3;
+    const HOLDS: u64 = 4;
+    const SHIFT: u32 = 3;
+
+    fn new(now_ms: u64) -> Self {
+        Activity(AtomicU64::new(now_ms << Self::SHIFT))
+    }
+
+    /// A request has come: true if the connection may serve it, false if
+    /// it was evicted.
+    fn begin(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w & Self::STATE == Self::IDLE).then_some(Self::BUSY)
+            })
+            .is_ok()
+    }
+
+    /// A request was answered: idle from `now_ms`, owning endpoints or
+    /// not.
+    fn end(&self, now_ms: u64, holds: bool) {
+        let holds = if holds { Self::HOLDS } else { 0 };
+        self.0.store(
+            now_ms << Self::SHIFT | holds | Self::IDLE,
+            Ordering::Release,
+        );
+    }
+
+    /// The word, and the millisecond it has been idle since, if it is idle
+    /// owning no endpoint.
+    fn idle_since(&self) -> Option<(u64, u64)> {
+        let w = self.0.load(Ordering::Acquire);
+        (w & (Self::STATE | Self::HOLDS) == Self::IDLE).then_some((w, w >> Self::SHIFT))
+    }
+
+    /// Evicts it if it is still as `seen` found it.
+    fn evict(&self, seen: u64) -> bool {
+        self.0
+            .compare_exchange(seen, Self::EVICTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
 }
 
 /// What one client process holds.
@@ -532,9 +665,49 @@ impl PeerUse {
     }
 }
 
+/// Why a new connection is turned away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TurnedAway {
+    /// Every slot is taken.
+    Full { limit: usize },
+    /// Its process holds its share.
+    Process { held: usize },
+    /// Its process holds some, and the last slots are kept for processes
+    /// that hold none.
+    Reserve { reserve: usize, held: usize },
+    /// Its user holds its share.
+    User { uid: Option<u32>, held: usize },
+}
+
+impl std::fmt::Display for TurnedAway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TurnedAway::Full { limit } => write!(f, "too many connections (limit {limit})"),
+            TurnedAway::Process { held } => {
+                write!(
+                    f,
+                    "this process holds {held} connections, the limit per process"
+                )
+            }
+            TurnedAway::Reserve { reserve, held } => write!(
+                f,
+                "the last {reserve} connection slots are kept for new clients; this process holds {held}"
+            ),
+            TurnedAway::User {
+                uid: Some(uid),
+                held,
+            } => write!(f, "user {uid} holds {held} connections, the limit per user"),
+            TurnedAway::User { uid: None, held } => write!(
+                f,
+                "clients of unknown user hold {held} connections, the limit per user"
+            ),
+        }
+    }
+}
+
 impl Conns {
-    /// A connection of `pid` closed.
-    fn leave(&mut self, pid: Option<u32>, opts: &ServeOptions) {
+    /// A connection of `pid`, of user `uid`, closed.
+    fn leave(&mut self, pid: Option<u32>, uid: Option<u32>, opts: &ServeOptions) {
         let now = std::time::Instant::now();
         if let Some(p) = self.peers.get_mut(&pid) {
             p.connections = p.connections.saturating_sub(1);
@@ -542,28 +715,78 @@ impl Conns {
                 self.peers.remove(&pid);
             }
         }
+        if let Some(n) = self.users.get_mut(&uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.users.remove(&uid);
+            }
+        }
     }
 
-    /// Why a new connection of `pid` is refused, if it is.
-    fn refusal(&self, pid: Option<u32>, opts: &ServeOptions) -> Option<String> {
-        let total = self.live.len();
+    /// A connection of `pid`, of user `uid`, is taken in.
+    fn join(&mut self, conn: u64, live: Live, uid: Option<u32>) {
+        self.peers.entry(live.pid).or_default().connections += 1;
+        *self.users.entry(uid).or_default() += 1;
+        self.live.insert(conn, live);
+    }
+
+    /// Why a new connection of `pid`, of user `uid`, is refused while
+    /// `total` connections are open, if it is.
+    fn turned_away(
+        &self,
+        pid: Option<u32>,
+        uid: Option<u32>,
+        opts: &ServeOptions,
+        total: usize,
+    ) -> Option<TurnedAway> {
         let held = self.peers.get(&pid).map_or(0, |p| p.connections);
+        let by_user = self.users.get(&uid).copied().unwrap_or(0);
+        let exempt = uid.is_some_and(|u| opts.exempt_users.contains(&u));
         if total >= opts.max_connections {
-            Some(format!(
-                "too many connections (limit {})",
-                opts.max_connections
-            ))
+            Some(TurnedAway::Full {
+                limit: opts.max_connections,
+            })
         } else if held >= opts.max_connections_per_peer {
-            Some(format!(
-                "this process holds {held} connections, the limit per process"
-            ))
+            Some(TurnedAway::Process { held })
+        } else if !exempt && by_user >= opts.max_connections_per_user {
+            Some(TurnedAway::User { uid, held: by_user })
         } else if held > 0 && total + opts.reserve >= opts.max_connections {
-            Some(format!(
-                "the last {} connection slots are kept for new clients; this process holds {held}",
-                opts.reserve
-            ))
+            Some(TurnedAway::Reserve {
+                reserve: opts.reserve,
+                held,
+            })
         } else {
             None
+        }
+    }
+
+    /// Closes the connection that has waited longest for a request, owning
+    /// no endpoint, if it has waited at least `after` at `now_ms`: its
+    /// number, its process and how long it had waited. It leaves
+    /// [`Conns::live`] at once (its slot is the newcomer's); its thread
+    /// sees the end of its socket, or that it was evicted, and ends.
+    fn evict_idle(
+        &mut self,
+        now_ms: u64,
+        after: std::time::Duration,
+    ) -> Option<(u64, Option<u32>, std::time::Duration)> {
+        let after = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        loop {
+            let (conn, seen, since) = self
+                .live
+                .iter()
+                .filter_map(|(&c, l)| l.activity.idle_since().map(|(w, t)| (c, w, t)))
+                .filter(|&(_, _, t)| now_ms.saturating_sub(t) >= after)
+                .min_by_key(|&(c, _, t)| (t, c))?;
+            let live = &self.live[&conn];
+            // It may have begun a request since: then look again.
+            if !live.activity.evict(seen) {
+                continue;
+            }
+            let live = self.live.remove(&conn).expect("found above");
+            let _ = live.stream.shutdown(std::net::Shutdown::Both);
+            let idle = std::time::Duration::from_millis(now_ms.saturating_sub(since));
+            return Some((conn, live.pid, idle));
         }
     }
 }
@@ -580,6 +803,11 @@ impl Shared {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&e)));
         }
     }
+
+    /// Milliseconds since the daemon started, for [`Activity`].
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX >> Activity::SHIFT)
+    }
 }
 
 /// A connection's slot: its entry in [`Conns::live`] (the second handle
@@ -593,15 +821,17 @@ struct Slot<'a> {
     shared: &'a Shared,
     conn: u64,
     pid: Option<u32>,
+    uid: Option<u32>,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         let mut c = lock(&self.shared.conns);
         // Dropping the handle closes the daemon's last descriptor of the
-        // socket (the session's went first): the client sees the end.
+        // socket (the session's went first): the client sees the end. (An
+        // evicted connection's went when it was evicted.)
         c.live.remove(&self.conn);
-        c.leave(self.pid, &self.shared.opts);
+        c.leave(self.pid, self.uid, &self.shared.opts);
     }
 }
 
@@ -667,6 +897,7 @@ pub fn serve_with(engine: Engine, path: &Path, opts: ServeOptions) -> io::Result
         stop: AtomicBool::new(false),
         next_conn: AtomicU64::new(1),
         conns: Mutex::new(Conns::default()),
+        epoch: std::time::Instant::now(),
     });
     let s = shared.clone();
     let accept = std::thread::Builder::new()
@@ -848,8 +1079,8 @@ fn remove_if_ours(path: &Path, file: (u64, u64)) {
 ///
 /// A path so near `sun_path`'s limit that the temporary name would not fit
 /// in its directory, or on a file system without hard links, is bound in
-/// place, under the directory's lock, and
-/// given its mode just after (until then it has the one the umask leaves).
+/// place, under the directory's lock; there too the file is made with no
+/// more than `mode`'s bits ([`listen_at`]).
 /// Errors name `path`, never the temporary name.
 fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
     let len = path.as_os_str().len();
@@ -880,7 +1111,7 @@ fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
         return bind_in_place(path, mode);
     }
     let binding = |e| annotate(e, format!("binding {}", path.display()));
-    let mut bound = UnixListener::bind(&tmp);
+    let mut bound = listen_at(&tmp, mode);
     // A name left by a process of the same pid that died: take another.
     for _ in 1..BIND_TRIES {
         if !bound
@@ -890,7 +1121,7 @@ fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
             break;
         }
         tmp = temp_path(path);
-        bound = UnixListener::bind(&tmp);
+        bound = listen_at(&tmp, mode);
     }
     let listener = bound.map_err(binding)?;
     let made = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
@@ -907,6 +1138,23 @@ fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// A socket listening at `path`, given `mode` before it is bound, so that
+/// its file is made with that mode less the umask's bits and never has one
+/// wider ([`bind`] then gives it `mode` exactly). Bound by `bind(2)` with
+/// the socket's default mode, 0777 less the umask, the file let any user
+/// connect until it was changed: in place, under its own name.
+fn listen_at(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    // SAFETY: fchmod(2) on the descriptor `socket` owns, open for the
+    // call; it touches no memory of ours.
+    if unsafe { libc::fchmod(socket.as_raw_fd(), mode & 0o777) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
+    socket.listen(libc::SOMAXCONN)?;
+    Ok(UnixListener::from(std::os::fd::OwnedFd::from(socket)))
 }
 
 /// Links the listening socket at `tmp` to `path` ([`bind`]): true once
@@ -937,7 +1185,7 @@ fn bind_in_place(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64)
     let _lock = DirLock::take(path)?;
     for _ in 0..BIND_TRIES {
         clear_stale(path)?;
-        let listener = match UnixListener::bind(path) {
+        let listener = match listen_at(path, mode) {
             Ok(l) => l,
             // Something came in between: look again.
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
@@ -988,8 +1236,8 @@ impl Server {
         let _ = accept.join();
         let threads = {
             let mut c = lock(&self.shared.conns);
-            for s in c.live.values() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
+            for l in c.live.values() {
+                let _ = l.stream.shutdown(std::net::Shutdown::Both);
             }
             std::mem::take(&mut c.threads)
         };
@@ -1021,25 +1269,47 @@ fn accept_loop(shared: &Arc<Shared>) {
                 continue;
             }
         };
-        let pid = peer_pid(&stream);
+        let (pid, uid) = peer_cred(&stream);
         let mut conns = lock(&shared.conns);
         conns.threads.retain(|t| !t.is_finished());
         let now = std::time::Instant::now();
         conns.peers.retain(|_, p| !p.idle(&shared.opts, now));
-        if let Some(msg) = conns.refusal(pid, &shared.opts) {
+        let now_ms = shared.now_ms();
+        let total = conns.live.len();
+        let mut why = conns.turned_away(pid, uid, &shared.opts, total);
+        let mut evicted = None;
+        // Every slot taken, and one less would do: close the connection
+        // idle longest that owns nothing, if one has waited long enough.
+        if matches!(why, Some(TurnedAway::Full { .. }))
+            && conns
+                .turned_away(pid, uid, &shared.opts, total.saturating_sub(1))
+                .is_none()
+        {
+            evicted = conns.evict_idle(now_ms, shared.opts.evict_idle_after);
+            if evicted.is_some() {
+                why = None;
+            }
+        }
+        if let Some(why) = why {
             drop(conns);
+            let reason = why.to_string();
             // A refused client that does not read must not hold this thread.
             let _ = stream.set_nonblocking(true);
-            let _ = (&stream).write_all(&reply_frame(STATUS_ERR, msg.as_bytes()));
-            shared.event(Event::Refused { pid });
+            let _ = (&stream).write_all(&reply_frame(STATUS_ERR, reason.as_bytes()));
+            shared.event(Event::Refused { pid, uid, reason });
             continue;
         }
         let Ok(handle) = stream.try_clone() else {
             continue;
         };
         let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        conns.live.insert(conn, handle);
-        conns.peers.entry(pid).or_default().connections += 1;
+        let activity = Arc::new(Activity::new(now_ms));
+        let live = Live {
+            stream: handle,
+            pid,
+            activity: activity.clone(),
+        };
+        conns.join(conn, live, uid);
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
@@ -1051,23 +1321,28 @@ fn accept_loop(shared: &Arc<Shared>) {
                     shared: &s,
                     conn,
                     pid,
+                    uid,
                 };
-                s.event(Event::Connected { conn, pid });
-                Session::new(&s, conn, pid).run(stream);
+                s.event(Event::Connected { conn, pid, uid });
+                Session::new(&s, conn, pid, activity).run(stream);
             });
         match spawned {
             Ok(t) => conns.threads.push(t),
             Err(_) => {
                 // The stream went with the closure; drop the second handle.
                 conns.live.remove(&conn);
-                conns.leave(pid, &shared.opts);
+                conns.leave(pid, uid, &shared.opts);
             }
+        }
+        drop(conns);
+        if let Some((conn, pid, idle)) = evicted {
+            shared.event(Event::Evicted { conn, pid, idle });
         }
     }
 }
 
-/// The process id of the peer of `s` (`SO_PEERCRED`).
-fn peer_pid(s: &UnixStream) -> Option<u32> {
+/// The process and user ids of the peer of `s` (`SO_PEERCRED`).
+fn peer_cred(s: &UnixStream) -> (Option<u32>, Option<u32>) {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -1085,7 +1360,11 @@ fn peer_pid(s: &UnixStream) -> Option<u32> {
             &mut len,
         )
     };
-    (r == 0 && len as usize == size_of::<libc::ucred>()).then_some(cred.pid as u32)
+    if r == 0 && len as usize == size_of::<libc::ucred>() {
+        (Some(cred.pid as u32), Some(cred.uid))
+    } else {
+        (None, None)
+    }
 }
 
 /// Sends `bytes` with `fd` attached (`SCM_RIGHTS` on the first byte).
@@ -1208,6 +1487,8 @@ struct Session<'a> {
     applets: HashMap<EndpointId, Held>,
     /// Its compiling, below the engine's threads in priority.
     compiler: Compiler,
+    /// Whether it is serving a request, idle, or evicted.
+    activity: Arc<Activity>,
 }
 
 /// A connection's compiling (its filters and applets, up to about a
@@ -1333,7 +1614,7 @@ impl From<Refusal> for Failure {
 }
 
 impl<'a> Session<'a> {
-    fn new(shared: &'a Shared, conn: u64, pid: Option<u32>) -> Self {
+    fn new(shared: &'a Shared, conn: u64, pid: Option<u32>, activity: Arc<Activity>) -> Self {
         Session {
             shared,
             conn,
@@ -1342,6 +1623,7 @@ impl<'a> Session<'a> {
             memory: 0,
             applets: HashMap::new(),
             compiler: Compiler::new(shared.opts.control_nice, conn),
+            activity,
         }
     }
 }
@@ -1371,6 +1653,11 @@ impl Session<'_> {
         let _ = stream.set_write_timeout(Some(timeout));
         // An end of file, a read error or a timeout ends the connection.
         while let Ok(Some(frame)) = read_frame(&mut stream, timeout) {
+            // Closed to make room for a new client while idle: the request
+            // that came meanwhile is not served.
+            if !self.activity.begin() {
+                break;
+            }
             let body = match frame {
                 Ok(b) => b,
                 Err(e) => {
@@ -1401,6 +1688,8 @@ impl Session<'_> {
             if sent.is_err() {
                 break;
             }
+            self.activity
+                .end(self.shared.now_ms(), !self.owned.is_empty());
         }
     }
 
@@ -2369,10 +2658,12 @@ mod tests {
         server.shutdown();
         let events = lock(&events).clone();
         assert!(
-            matches!(events[0], Event::Connected { conn: 1, pid: Some(p) } if p == std::process::id())
+            matches!(events[0], Event::Connected { conn: 1, pid: Some(p), .. } if p == std::process::id())
         );
         assert!(events.contains(&Event::Refused {
-            pid: Some(std::process::id())
+            pid: Some(std::process::id()),
+            uid: Some(own_users().pop().unwrap()),
+            reason: "too many connections (limit 1)".into(),
         }));
         assert!(events.contains(&Event::Disconnected {
             conn: 1,
@@ -2431,21 +2722,27 @@ mod tests {
         let path = temp_sock("unwind");
         let server = serve(engine(), &path).unwrap();
         let shared = server.shared.clone();
-        let pid = Some(std::process::id());
+        let (pid, uid) = (Some(std::process::id()), Some(4_321));
         let (client, ours) = UnixStream::pair().unwrap();
+        let activity = Arc::new(Activity::new(0));
         {
             let mut c = lock(&shared.conns);
-            c.live.insert(1_000, ours.try_clone().unwrap());
-            c.peers.entry(pid).or_default().connections += 1;
+            let live = Live {
+                stream: ours.try_clone().unwrap(),
+                pid,
+                activity: activity.clone(),
+            };
+            c.join(1_000, live, uid);
         }
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _slot = Slot {
                 shared: &shared,
                 conn: 1_000,
                 pid,
+                uid,
             };
             let _stream = ours;
-            let mut session = Session::new(&shared, 1_000, pid);
+            let mut session = Session::new(&shared, 1_000, pid, activity);
             let create = Request::Create {
                 config: Config::default(),
                 applet: None,
@@ -2460,6 +2757,7 @@ mod tests {
         {
             let c = lock(&shared.conns);
             assert!(c.live.is_empty(), "its slot given back");
+            assert!(c.users.is_empty(), "its count in its user's");
             let p = c.peers.get(&pid).cloned().unwrap_or_default();
             assert_eq!((p.connections, p.memory), (0, 0));
         }
@@ -2496,5 +2794,200 @@ mod tests {
 
     fn engine_addr() -> crate::Addr {
         "10.0.0.1:7000".parse().unwrap()
+    }
+
+    /// The limits in the order a newcomer meets them, the user's counted
+    /// for users not exempt only.
+    #[test]
+    fn a_newcomer_is_turned_away_by_the_first_limit_it_meets() {
+        let opts = ServeOptions {
+            max_connections: 10,
+            max_connections_per_peer: 3,
+            max_connections_per_user: 4,
+            reserve: 2,
+            exempt_users: vec![0],
+            ..ServeOptions::default()
+        };
+        let mut c = Conns::default();
+        let (a, b) = (Some(1000), Some(2000));
+        for (pid, uid) in [(1, a), (1, a), (2, a), (3, b)] {
+            c.peers.entry(Some(pid)).or_default().connections += 1;
+            *c.users.entry(uid).or_default() += 1;
+        }
+        let away = |c: &Conns, pid: u32, uid: Option<u32>, total| {
+            c.turned_away(Some(pid), uid, &opts, total)
+        };
+        assert_eq!(away(&c, 9, a, 4), None, "a's third connection");
+        assert_eq!(away(&c, 9, a, 10), Some(TurnedAway::Full { limit: 10 }));
+        *c.users.get_mut(&a).unwrap() = 4;
+        assert_eq!(
+            away(&c, 9, a, 5),
+            Some(TurnedAway::User { uid: a, held: 4 }),
+            "a new process of a user that holds its share"
+        );
+        assert_eq!(away(&c, 9, b, 5), None, "another user's");
+        assert_eq!(
+            away(&c, 1, a, 5),
+            Some(TurnedAway::User { uid: a, held: 4 }),
+            "the user's limit before the reserve"
+        );
+        assert_eq!(
+            away(&c, 3, b, 8),
+            Some(TurnedAway::Reserve {
+                reserve: 2,
+                held: 1
+            })
+        );
+        c.peers.get_mut(&Some(3)).unwrap().connections = 3;
+        assert_eq!(away(&c, 3, b, 5), Some(TurnedAway::Process { held: 3 }));
+        // Root is exempt, and an unknown user is one user like another.
+        *c.users.entry(Some(0)).or_default() = 9;
+        assert_eq!(away(&c, 9, Some(0), 9), None);
+        *c.users.entry(None).or_default() = 4;
+        let m = away(&c, 9, None, 5).unwrap().to_string();
+        assert_eq!(
+            m,
+            "clients of unknown user hold 4 connections, the limit per user"
+        );
+        assert_eq!(
+            TurnedAway::User { uid: a, held: 4 }.to_string(),
+            "user 1000 holds 4 connections, the limit per user"
+        );
+    }
+
+    /// Of the connection's thread beginning a request and the accepting
+    /// thread evicting it, exactly one wins; a connection that owns an
+    /// endpoint or serves a request is never a candidate.
+    #[test]
+    fn a_connection_is_evicted_only_while_idle_owning_nothing() {
+        let a = Activity::new(7);
+        let (seen, since) = a.idle_since().expect("idle from its start");
+        assert_eq!(since, 7);
+        assert!(a.begin());
+        assert_eq!(a.idle_since(), None, "busy");
+        assert!(!a.evict(seen), "not while it serves a request");
+        a.end(9, true);
+        assert_eq!(a.idle_since(), None, "it owns an endpoint");
+        a.end(12, false);
+        let (seen, since) = a.idle_since().unwrap();
+        assert_eq!(since, 12);
+        // A request begun and answered since it was seen: the word moved.
+        assert!(a.begin());
+        a.end(12, false);
+        assert!(a.evict(seen), "the same word: nothing happened to it");
+        assert!(!a.begin(), "an evicted connection serves nothing more");
+        assert_eq!(a.idle_since(), None);
+        let b = Activity::new(3);
+        let (seen, _) = b.idle_since().unwrap();
+        assert!(b.begin());
+        b.end(4, false);
+        assert!(!b.evict(seen), "it was answered since: looked at again");
+    }
+
+    /// The race itself, on two threads: a request beginning against an
+    /// eviction of the word seen idle, 20,000 times; exactly one wins each
+    /// time, and the loser sees the winner's state.
+    #[test]
+    fn a_request_and_an_eviction_racing_have_one_winner() {
+        let barrier = std::sync::Barrier::new(2);
+        for round in 0..20_000u64 {
+            let a = Activity::new(round);
+            let (seen, _) = a.idle_since().unwrap();
+            let (began, evicted) = std::thread::scope(|s| {
+                let t = s.spawn(|| {
+                    barrier.wait();
+                    a.begin()
+                });
+                barrier.wait();
+                let evicted = a.evict(seen);
+                (t.join().unwrap(), evicted)
+            });
+            assert!(began != evicted, "round {round}: {began} {evicted}");
+            assert_eq!(a.idle_since(), None, "round {round}");
+            assert!(!a.begin(), "round {round}: busy or evicted");
+        }
+    }
+
+    /// The socket file is made with no more than the mode's bits, before
+    /// anything changes them: bound with the default 0777 less the umask
+    /// (0755 under the usual 022), any user could connect until the chmod.
+    #[test]
+    fn a_socket_is_made_with_its_mode() {
+        let path = temp_sock("made-with-mode");
+        let _ = std::fs::remove_file(&path);
+        let l = listen_at(&path, 0o600).unwrap();
+        let mode = std::fs::symlink_metadata(&path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode & !0o600, 0, "{mode:o}");
+        assert!(UnixStream::connect(&path).is_ok(), "it listens");
+        drop(l);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Every slot taken by connections that hold nothing: a newcomer is
+    /// served in the place of the one idle longest once it has waited
+    /// `evict_idle_after`; one that owns an endpoint is never closed.
+    #[test]
+    fn idle_connections_owning_nothing_make_room_for_a_newcomer() {
+        let path = temp_sock("evict");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev = events.clone();
+        let e = engine();
+        e.start(1).unwrap();
+        let server = serve_with(
+            e.clone(),
+            &path,
+            ServeOptions {
+                max_connections: 2,
+                reserve: 0,
+                evict_idle_after: std::time::Duration::from_millis(300),
+                on_event: Some(Arc::new(move |e: &Event| lock(&ev).push(e.clone()))),
+                ..ServeOptions::default()
+            },
+        )
+        .unwrap();
+        let refused = |what: &str| {
+            let mut s = UnixStream::connect(&path).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            assert_eq!(got[4], STATUS_ERR, "{what}");
+            assert_eq!(&got[5..], b"too many connections (limit 2)", "{what}");
+        };
+        let first = UnixStream::connect(&path).unwrap();
+        assert_eq!(served_by(&path), engine_addr(), "a connection of its own");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let second = crate::client::Client::connect(&path).unwrap();
+        // Neither has waited long enough.
+        refused("while none has waited 300 ms");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        // The first, idle longest, makes room; the second stays.
+        let third = crate::client::Client::connect(&path).unwrap();
+        let mut b = [0u8; 1];
+        assert_eq!((&first).read(&mut b).unwrap(), 0, "the first sees its end");
+        assert_eq!(server.connections(), 2);
+        assert_eq!(second.local(), engine_addr(), "the second is served");
+        // Both remaining own an endpoint: neither is closed for another.
+        let _ep2 = second.create_endpoint(Config::default(), None).unwrap();
+        let _ep3 = third.create_endpoint(Config::default(), None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        refused("every connection owns an endpoint");
+        assert!(second.engine_counts(&[]).is_ok(), "the second still serves");
+        server.shutdown();
+        e.stop();
+        let events = lock(&events).clone();
+        let evicted: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Evicted { conn, pid, idle } => Some((*conn, *pid, *idle)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(evicted.len(), 1, "{events:?}");
+        let (conn, pid, idle) = evicted[0];
+        assert_eq!((conn, pid), (1, Some(std::process::id())));
+        assert!(idle >= std::time::Duration::from_millis(300), "{idle:?}");
     }
 }
