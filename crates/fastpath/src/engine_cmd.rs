@@ -18,7 +18,11 @@
 //! away) is counted and dropped, never a panic, and the count is reported
 //! on standard error when the daemon stops. (`println!` panics on such an
 //! error; in the daemon's callback it ended every connection's thread
-//! before it read a request.)
+//! before it read a request.) Lines are queued for a thread of the log's
+//! own, so an output read slowly or not at all holds up no thread that
+//! serves: written from the accepting thread, a refusal's line into a full
+//! pipe stopped the daemon taking connections. A line that finds the
+//! queue (4,096 lines) full is counted lost too.
 
 use std::error::Error;
 use std::fmt;
@@ -27,6 +31,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use unet::daemon::{self, Event, ServeOptions};
@@ -98,13 +104,70 @@ pub fn run(args: &EngineArgs) -> ExitCode {
     }
 }
 
-/// Log lines that could not be written to standard output.
+/// Log lines that could not be written to standard output: failed, or
+/// dropped with the queue full ([`Log`]).
 static LOST_LINES: AtomicU64 = AtomicU64::new(0);
+
+/// Lines queued and not yet written (or failed).
+static PENDING_LINES: AtomicU64 = AtomicU64::new(0);
+
+/// Lines the log holds for a standard output slower than the daemon.
+const LOG_QUEUE: usize = 4096;
+
+/// How long the daemon, stopping, waits for its queued lines to be
+/// written before it counts the rest lost.
+const LOG_DRAIN: Duration = Duration::from_secs(2);
+
+/// The log: the daemon's threads queue lines, a thread of its own writes
+/// them. A thread that logs never waits for standard output: written
+/// there directly, a log read slowly or not at all (a pipe whose reader
+/// stopped reading) held the thread that logged, and a refusal's line held
+/// the accepting thread and with it every client. A line that finds the
+/// queue full is counted lost.
+#[derive(Clone)]
+struct Log {
+    lines: SyncSender<String>,
+}
+
+impl Log {
+    /// The log and its writer's end: a message when every line queued is
+    /// written.
+    fn start() -> io::Result<(Log, Receiver<()>)> {
+        let (lines, queue) = sync_channel::<String>(LOG_QUEUE);
+        let (done, drained) = sync_channel(1);
+        std::thread::Builder::new()
+            .name("fastpath-engine-log".into())
+            .spawn(move || {
+                for line in queue {
+                    write_line(&line);
+                    PENDING_LINES.fetch_sub(1, Ordering::Relaxed);
+                }
+                let _ = done.send(());
+            })?;
+        Ok((Log { lines }, drained))
+    }
+
+    fn say(&self, line: fmt::Arguments<'_>) {
+        PENDING_LINES.fetch_add(1, Ordering::Relaxed);
+        if self.lines.try_send(line.to_string()).is_err() {
+            PENDING_LINES.fetch_sub(1, Ordering::Relaxed);
+            LOST_LINES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the log and waits up to [`LOG_DRAIN`] for its lines to be
+    /// written: the lines lost, those still queued then included.
+    fn finish(self, drained: &Receiver<()>) -> u64 {
+        drop(self);
+        let _ = drained.recv_timeout(LOG_DRAIN);
+        LOST_LINES.load(Ordering::Relaxed) + PENDING_LINES.load(Ordering::Relaxed)
+    }
+}
 
 /// Writes one line of the log to standard output. A failure is counted
 /// ([`LOST_LINES`]), never a panic: the daemon serves on whatever becomes
 /// of its output.
-fn say(line: fmt::Arguments<'_>) {
+fn write_line(line: &str) {
     let mut out = io::stdout().lock();
     // Standard output is line-buffered: the newline flushes it, and the
     // flush's error is the write's.
@@ -113,10 +176,10 @@ fn say(line: fmt::Arguments<'_>) {
     }
 }
 
-/// [`say`] with `format!`'s arguments.
+/// [`Log::say`] with `format!`'s arguments.
 macro_rules! say {
-    ($($arg:tt)*) => {
-        say(format_args!($($arg)*))
+    ($log:expr, $($arg:tt)*) => {
+        $log.say(format_args!($($arg)*))
     };
 }
 
@@ -142,14 +205,17 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         }
     };
     let engine = Engine::new(transport);
+    let (out, drained) = Log::start()?;
+    let hook = out.clone();
     let opts = ServeOptions {
         mode: args.mode,
-        on_event: Some(Arc::new(log)),
+        on_event: Some(Arc::new(move |e: &Event| log(&hook, e))),
         ..ServeOptions::default()
     };
     let server = daemon::serve_with(engine.clone(), &path, opts)?;
     engine.start(usize::from(args.threads))?;
     say!(
+        out,
         "fastpath engine: serving endpoints at {} (mode {:o}, transport {kind}, address {}, {} engine thread{}); \
          SIGINT or SIGTERM stops it",
         path.display(),
@@ -159,11 +225,12 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         if args.threads == 1 { "" } else { "s" },
     );
     let sig = signals::wait(&signals)?;
-    say!("fastpath engine: {}, stopping", signals::name(sig));
+    say!(out, "fastpath engine: {}, stopping", signals::name(sig));
     server.shutdown();
     engine.stop();
     let c = engine.counts();
     say!(
+        out,
         "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors, \
          {} dropped by the transport (no route {}, queue full {}, overruns {}, not unet {}), \
          {} lost to closed endpoints",
@@ -179,7 +246,7 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         c.transport_not_unet,
         c.closed
     );
-    let lost = LOST_LINES.load(Ordering::Relaxed);
+    let lost = out.finish(&drained);
     if lost > 0 {
         let _ = writeln!(
             io::stderr(),
@@ -218,28 +285,36 @@ impl fmt::Display for Client {
     }
 }
 
-/// One line per event ([`say`]: a line that cannot be written is
+/// One line per event ([`Log`]: a line that cannot be written is
 /// counted, and the daemon goes on).
-fn log(e: &Event) {
+fn log(out: &Log, e: &Event) {
     match e {
         Event::Connected { conn, pid, uid } => {
-            say!("connection {conn}: {}", Client(*pid, *uid));
+            say!(out, "connection {conn}: {}", Client(*pid, *uid));
         }
         Event::Refused { pid, uid, reason } => {
-            say!("refused a connection from {}: {reason}", Client(*pid, *uid));
+            say!(
+                out,
+                "refused a connection from {}: {reason}",
+                Client(*pid, *uid)
+            );
         }
         Event::Evicted { conn, pid, idle } => say!(
+            out,
             "connection {conn} of {}: closed to make room for a new client, idle {:.1} s owning no endpoint",
             Client(*pid, None),
             idle.as_secs_f64()
         ),
-        Event::EndpointCreated { conn, id } => say!("connection {conn}: endpoint {id} created"),
+        Event::EndpointCreated { conn, id } => {
+            say!(out, "connection {conn}: endpoint {id} created")
+        }
         Event::EndpointClosed {
             conn,
             id,
             counts,
             reclaimed,
         } => say!(
+            out,
             "connection {conn}: endpoint {id} {}: {} frames sent, {} messages delivered, {} errors",
             if *reclaimed { "reclaimed" } else { "closed" },
             counts.tx_frames,
@@ -247,7 +322,10 @@ fn log(e: &Event) {
             errors(counts)
         ),
         Event::Disconnected { conn, reclaimed } => {
-            say!("connection {conn}: closed ({reclaimed} endpoints reclaimed)")
+            say!(
+                out,
+                "connection {conn}: closed ({reclaimed} endpoints reclaimed)"
+            )
         }
     }
 }
