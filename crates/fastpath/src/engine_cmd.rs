@@ -64,7 +64,7 @@ pub struct EngineArgs {
     /// 10.0.0.1:7000 for loop, 127.0.0.1:7000 for udp].
     #[arg(long, value_name = "IP:PORT")]
     pub bind: Option<Addr>,
-    /// Engine threads polling the endpoints and the transport.
+    /// Engine threads polling the endpoints and the transport, 1 to 64.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
     /// The socket's permissions, in octal: who may connect. 600 lets only

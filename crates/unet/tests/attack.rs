@@ -89,6 +89,42 @@ fn loop_engine(budgets: Budgets) -> Engine {
     )
 }
 
+/// A daemon on a `loop` engine with one thread of its own, at a socket
+/// named for `tag`; shut down, and its engine stopped, when dropped.
+struct Served {
+    engine: Engine,
+    path: PathBuf,
+    server: Option<daemon::Server>,
+}
+
+impl Served {
+    fn start(tag: &str, opts: ServeOptions) -> Served {
+        let engine = loop_engine(Budgets::default());
+        engine.start(1).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("unet-attack-{tag}-{}.sock", std::process::id()));
+        let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+        Served {
+            engine,
+            path,
+            server: Some(server),
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.server.as_ref().map_or(0, daemon::Server::connections)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        self.engine.stop();
+    }
+}
+
 /// Whether this process is the child playing `role`.
 fn is_child(role: &str) -> bool {
     std::env::var("UNET_CHILD").is_ok_and(|r| r == role)
@@ -590,9 +626,6 @@ fn child_slots() {
 #[test]
 fn idle_connections_of_a_forking_client_keep_no_one_out() {
     let _s = serial();
-    let engine = loop_engine(Budgets::default());
-    engine.start(1).unwrap();
-    let path = std::env::temp_dir().join(format!("unet-attack-idle-{}.sock", std::process::id()));
     let grace = Duration::from_millis(1000);
     let opts = ServeOptions {
         max_connections: 16,
@@ -601,8 +634,9 @@ fn idle_connections_of_a_forking_client_keep_no_one_out() {
         evict_idle_after: grace,
         ..ServeOptions::default()
     };
-    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
-    let mut kids: Vec<Kid> = (0..2).map(|_| Kid::spawn("idle", Some(&path))).collect();
+    let server = Served::start("idle", opts);
+    let path = &server.path;
+    let mut kids: Vec<Kid> = (0..2).map(|_| Kid::spawn("idle", Some(path))).collect();
     for kid in &mut kids {
         kid.say("connect 8");
         let v = kid.expect("accepted", Duration::from_secs(30));
@@ -612,11 +646,11 @@ fn idle_connections_of_a_forking_client_keep_no_one_out() {
     std::thread::sleep(grace + Duration::from_millis(200));
 
     // A well-behaved client is served, and keeps its connection.
-    let client = Client::connect(&path).expect("a newcomer is served");
+    let client = Client::connect(path).expect("a newcomer is served");
     let ep = client.create_endpoint(Config::default(), None).unwrap();
     // The hostile processes reconnect in a loop: each connection taken in
     // closes one idle longer than the grace, never the client's.
-    let mut churn = Kid::spawn("idle", Some(&path));
+    let mut churn = Kid::spawn("idle", Some(path));
     churn.say("connect 24");
     let [taken] = churn.expect("accepted", Duration::from_secs(30))[..] else {
         panic!("one count")
@@ -644,10 +678,6 @@ fn idle_connections_of_a_forking_client_keep_no_one_out() {
         kid.say("exit");
         kid.finish(Duration::from_secs(10));
     }
-    drop(ep);
-    drop(client);
-    server.shutdown();
-    engine.stop();
 }
 
 /// One user's processes, each within its share, took every slot of a
@@ -660,9 +690,6 @@ fn idle_connections_of_a_forking_client_keep_no_one_out() {
 #[test]
 fn a_user_holds_at_most_its_share_of_the_connections() {
     let _s = serial();
-    let engine = loop_engine(Budgets::default());
-    engine.start(1).unwrap();
-    let path = std::env::temp_dir().join(format!("unet-attack-user-{}.sock", std::process::id()));
     let opts = ServeOptions {
         mode: 0o666,
         max_connections_per_user: 12,
@@ -670,8 +697,9 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
         evict_idle_after: Duration::MAX,
         ..ServeOptions::default()
     };
-    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
-    let mut kids: Vec<Kid> = (0..3).map(|_| Kid::spawn("idle", Some(&path))).collect();
+    let server = Served::start("user", opts);
+    let path = &server.path;
+    let mut kids: Vec<Kid> = (0..3).map(|_| Kid::spawn("idle", Some(path))).collect();
     let mut held = Vec::new();
     for kid in &mut kids {
         kid.say("connect 8");
@@ -680,7 +708,7 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
     assert_eq!(held, [8, 4, 0], "the user's share, then nothing");
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     let me = unsafe { libc::geteuid() };
-    let e = Client::connect(&path).map(|_| ()).unwrap_err().to_string();
+    let e = Client::connect(path).map(|_| ()).unwrap_err().to_string();
     assert!(
         e.contains(&format!(
             "user {me} holds 12 connections, the limit per user"
@@ -688,7 +716,7 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
         "{e}"
     );
     if me == 0 {
-        let mut other = Kid::spawn_as("idle", Some(&path), Some(65534));
+        let mut other = Kid::spawn_as("idle", Some(path), Some(65534));
         other.say("connect 8");
         let v = other.expect("accepted", Duration::from_secs(30));
         assert_eq!(v, [8], "another user is served");
@@ -703,7 +731,7 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
     first.finish(Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(10);
     let client = loop {
-        match Client::connect(&path) {
+        match Client::connect(path) {
             Ok(c) => break c,
             Err(e) => assert!(Instant::now() < deadline, "never given back: {e}"),
         }
@@ -715,8 +743,6 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
         kid.finish(Duration::from_secs(10));
     }
     drop(client);
-    server.shutdown();
-    engine.stop();
 }
 
 /// Holds idle connections: `connect N` opens N and says how many were
