@@ -226,6 +226,24 @@ impl Drop for CloseOnError {
     }
 }
 
+/// Reads one reply frame: its status and body, and the descriptors that
+/// came with it into `fds`.
+fn read_reply(s: &UnixStream, fds: &mut Vec<OwnedFd>) -> io::Result<(u8, Vec<u8>)> {
+    let mut len = [0u8; 4];
+    recv_exact(s, &mut len, fds)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("reply frame of {len} bytes"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    recv_exact(s, &mut body, fds)?;
+    let status = body.remove(0);
+    Ok((status, body))
+}
+
 /// Sends one request and reads its reply: the payload of a success and
 /// the descriptor that came with it, or the engine's message as
 /// [`EngineError::Remote`]. A broken connection is shut down, so that every
@@ -236,20 +254,24 @@ fn call(
 ) -> Result<(Vec<u8>, Option<OwnedFd>), EngineError> {
     let s = lock(conn);
     let exchange = || -> io::Result<(u8, Vec<u8>, Vec<OwnedFd>)> {
-        (&*s).write_all(&req.encode())?;
         let mut fds = Vec::new();
-        let mut len = [0u8; 4];
-        recv_exact(&s, &mut len, &mut fds)?;
-        let len = u32::from_le_bytes(len) as usize;
-        if len == 0 || len > MAX_FRAME {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("reply frame of {len} bytes"),
-            ));
+        if let Err(e) = (&*s).write_all(&req.encode()) {
+            // A daemon that closed the connection may have said why first
+            // (an idle connection closed to make room for a new client):
+            // its last words, an error reply, are the answer; else the
+            // write's error.
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) {
+                return Err(e);
+            }
+            return match read_reply(&s, &mut fds) {
+                Ok((status, body)) if status != STATUS_OK => Ok((status, body, fds)),
+                _ => Err(e),
+            };
         }
-        let mut body = vec![0u8; len];
-        recv_exact(&s, &mut body, &mut fds)?;
-        let status = body.remove(0);
+        let (status, body) = read_reply(&s, &mut fds)?;
         Ok((status, body, fds))
     };
     match exchange() {

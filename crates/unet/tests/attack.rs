@@ -660,16 +660,18 @@ fn idle_connections_of_a_forking_client_keep_no_one_out() {
         "{taken}: the churning process gets at most its share"
     );
     assert!(server.connections() <= 16);
-    let mut closed = 0;
+    let (mut closed, mut told) = (0, 0);
     for kid in &mut kids {
         kid.say("check");
-        closed += kid.expect("closed", Duration::from_secs(30))[0];
+        let v = kid.expect("closed", Duration::from_secs(30));
+        (closed, told) = (closed + v[0], told + v[1]);
     }
     assert_eq!(
         closed,
         1 + taken,
         "one idle connection closed for each newcomer taken in at full"
     );
+    assert_eq!(told, closed, "each told why");
     assert!(
         client.engine_counts(&[ep.id()]).is_ok(),
         "the client's connection, which owns an endpoint, still serves"
@@ -747,7 +749,7 @@ fn a_user_holds_at_most_its_share_of_the_connections() {
 
 /// Holds idle connections: `connect N` opens N and says how many were
 /// taken in (`accepted K`); `check` says how many of those the daemon has
-/// closed since (`closed C`); `exit`.
+/// closed since, and how many of those it told why (`closed C T`); `exit`.
 #[test]
 fn child_idle() {
     if !is_child("idle") {
@@ -785,14 +787,19 @@ fn child_idle() {
                 tell(&format!("accepted {}", held.len() - before));
             }
             (Some("check"), None) => {
-                let closed = held
-                    .iter()
-                    .filter(|s| {
-                        let mut b = [0u8; 1];
-                        matches!((&**s).read(&mut b), Ok(0))
-                    })
-                    .count();
-                tell(&format!("closed {closed}"));
+                // Closed: read to its end (the sockets do not block). Told:
+                // the daemon's last words were why.
+                let (mut closed, mut told) = (0, 0);
+                for s in &held {
+                    let mut got = Vec::new();
+                    if (&*s).read_to_end(&mut got).is_ok() {
+                        closed += 1;
+                        told += usize::from(
+                            String::from_utf8_lossy(&got).contains("to make room for a new client"),
+                        );
+                    }
+                }
+                tell(&format!("closed {closed} {told}"));
             }
             (Some("exit"), None) => return,
             _ => panic!("child_idle: {line:?}"),

@@ -764,7 +764,10 @@ impl Conns {
     /// no endpoint, if it has waited at least `after` at `now_ms`: its
     /// number, its process and how long it had waited. It leaves
     /// [`Conns::live`] at once (its slot is the newcomer's); its thread
-    /// sees the end of its socket, or that it was evicted, and ends.
+    /// sees the end of its socket, or that it was evicted, and ends. Its
+    /// client finds an error reply saying why before the end, which a
+    /// client reads as the answer to its next request (or to the one it
+    /// was sending).
     fn evict_idle(
         &mut self,
         now_ms: u64,
@@ -784,8 +787,19 @@ impl Conns {
                 continue;
             }
             let live = self.live.remove(&conn).expect("found above");
-            let _ = live.stream.shutdown(std::net::Shutdown::Both);
             let idle = std::time::Duration::from_millis(now_ms.saturating_sub(since));
+            let why = format!(
+                "the daemon closed this connection to make room for a new client: it owned no endpoint and had been idle {:.1} s",
+                idle.as_secs_f64()
+            );
+            // Never waits: an idle client's socket has room for a reply
+            // (it has sent nothing to answer), and one that has none does
+            // without. Data sent before the shutdown stays readable.
+            let _ = socket2::SockRef::from(&live.stream).send_with_flags(
+                &reply_frame(STATUS_ERR, why.as_bytes()),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            );
+            let _ = live.stream.shutdown(std::net::Shutdown::Both);
             return Some((conn, live.pid, idle));
         }
     }
@@ -2884,6 +2898,34 @@ mod tests {
         assert!(!b.evict(seen), "it was answered since: looked at again");
     }
 
+    /// A client whose idle connection made room for another is told why
+    /// at its next request.
+    #[test]
+    fn an_evicted_client_is_told_why_at_its_next_request() {
+        let path = temp_sock("evicted-told");
+        let server = serve_with(
+            engine(),
+            &path,
+            ServeOptions {
+                max_connections: 1,
+                reserve: 0,
+                evict_idle_after: std::time::Duration::from_millis(100),
+                ..ServeOptions::default()
+            },
+        )
+        .unwrap();
+        let idle = crate::client::Client::connect(&path).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let newcomer = crate::client::Client::connect(&path).unwrap();
+        let e = idle.engine_counts(&[]).unwrap_err().to_string();
+        assert!(
+            e.contains("closed this connection to make room for a new client"),
+            "{e}"
+        );
+        assert!(newcomer.engine_counts(&[]).is_ok());
+        server.shutdown();
+    }
+
     /// The race itself, on two threads: a request beginning against an
     /// eviction of the word seen idle, 20,000 times; exactly one wins each
     /// time, and the loser sees the winner's state.
@@ -2965,8 +3007,14 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(400));
         // The first, idle longest, makes room; the second stays.
         let third = crate::client::Client::connect(&path).unwrap();
-        let mut b = [0u8; 1];
-        assert_eq!((&first).read(&mut b).unwrap(), 0, "the first sees its end");
+        let mut got = Vec::new();
+        (&first).read_to_end(&mut got).unwrap();
+        assert_eq!(got[4], STATUS_ERR, "the first is told why, then its end");
+        let why = String::from_utf8_lossy(&got[5..]);
+        assert!(
+            why.starts_with("the daemon closed this connection to make room for a new client: it owned no endpoint and had been idle "),
+            "{why}"
+        );
         assert_eq!(server.connections(), 2);
         assert_eq!(second.local(), engine_addr(), "the second is served");
         // Both remaining own an endpoint: neither is closed for another.
