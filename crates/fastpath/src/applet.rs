@@ -25,10 +25,17 @@
 //!   pushes and each message it transmits is printed. Other applets' natives
 //!   are bound to stubs that print each call and return 0 (a native
 //!   returning an array, such as `newAlignedArray(I)[B`, allocates one of the
-//!   size of its first int argument);
+//!   size of its first int argument). An invocation refused (a class that
+//!   does not load, no such method, the wrong number of arguments) prints
+//!   its error on stderr and nothing on stdout;
 //! - `dump X.class [--native]` prints a `javap -c`-like listing of the
 //!   methods and, with `--native`, the JIT's machine code with each
 //!   bytecode's index beside its instructions.
+//!
+//! With `--json`, a command that fails before it has a result prints the
+//! error object of the crate's doc on stdout (`{"error": {"command":
+//! "applet verify", "message": ...}}`); a rejected class is a result
+//! (`"verified": false`).
 //!
 //! To run an applet of one's own, compile it to a class file of version 52
 //! (Java 8), which the JIVE subset reads: `javac --release 8 -g -d OUT
@@ -43,15 +50,65 @@ use clap::{Subcommand, ValueEnum};
 use jive::bytecode;
 use jive::classfile::{self, ClassFile};
 use jive::subset::{FieldType, Prim};
-use jive::{Applet, Engine, Limits, LoadError, Natives};
+use jive::{Applet, Engine, InvokeError, Limits, LoadError, Natives};
 use serde_json::json;
 use unet::natives::{HostError, NativeHost, RxBody};
 
-/// `println!` that ends quietly when stdout is closed (e.g. piped into `head`).
+/// `println!` that ends quietly when stdout is closed (e.g. piped into `head`),
+/// or holds the line back while a [`Held`] lives.
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
+    () => {
+        say_line(String::new())
+    };
+    ($($arg:tt)*) => {
+        say_line(format!($($arg)*))
+    };
+}
+
+std::thread_local! {
+    /// The lines `say!` holds back instead of printing, while a [`Held`]
+    /// lives.
+    static HELD: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Prints `line` on stdout, or holds it back while a [`Held`] lives.
+fn say_line(line: String) {
+    let line = HELD.with_borrow_mut(|held| match held {
+        Some(lines) => {
+            lines.push(line);
+            None
+        }
+        None => Some(line),
+    });
+    if let Some(line) = line {
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
+    }
+}
+
+/// Output held back: while it lives, `say!` on this thread collects its
+/// lines instead of printing them (what an applet's constructor makes its
+/// natives print while `run` loads it); [`Held::release`] hands them over,
+/// and dropping it unreleased (an error) discards them. So `run` refuses
+/// an invocation before anything is on stdout.
+struct Held(());
+
+impl Held {
+    fn start() -> Held {
+        HELD.with_borrow_mut(|held| *held = Some(Vec::new()));
+        Held(())
+    }
+
+    /// Stops holding; the lines held, in order.
+    fn release(self) -> Vec<String> {
+        HELD.with_borrow_mut(Option::take).unwrap_or_default()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with_borrow_mut(|held| *held = None);
+    }
 }
 
 /// The engine named by `--engine`.
@@ -149,11 +206,16 @@ pub enum AppletCmd {
     },
 }
 
-/// Runs an `applet` subcommand.
+/// Runs an `applet` subcommand. Each returns the exit status once it has
+/// printed its result (which may say it failed: a rejected class, a trap),
+/// or the error before it printed anything, which goes to stderr and, with
+/// `--json`, to stdout as the error object (see the crate's doc).
 pub fn main(cmd: AppletCmd) -> ExitCode {
-    let result = match cmd {
-        AppletCmd::Examples { out, json } => examples(out.as_deref(), json),
-        AppletCmd::Verify { file, json } => verify(&file, json),
+    let (command, json, result) = match cmd {
+        AppletCmd::Examples { out, json } => {
+            ("applet examples", json, examples(out.as_deref(), json))
+        }
+        AppletCmd::Verify { file, json } => ("applet verify", json, verify(&file, json)),
         AppletCmd::Run {
             file,
             method,
@@ -161,17 +223,28 @@ pub fn main(cmd: AppletCmd) -> ExitCode {
             fuel,
             no_fuel,
             engine,
-        } => run(&file, &method, &args, (!no_fuel).then_some(fuel), engine),
+        } => (
+            "applet run",
+            false,
+            run(&file, &method, &args, (!no_fuel).then_some(fuel), engine),
+        ),
         AppletCmd::Dump {
             file,
             native,
             no_fuel,
-        } => dump(&file, native.then_some(!no_fuel)),
+        } => (
+            "applet dump",
+            false,
+            dump(&file, native.then_some(!no_fuel)),
+        ),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fastpath applet: {e}");
+            if json {
+                crate::print_json_error(command, &e);
+            }
             ExitCode::FAILURE
         }
     }
@@ -567,26 +640,54 @@ fn run(
     let prog = jive::check(&bytes, &limits).map_err(|e| at(format!("rejected: {e}")))?;
     let endpoint = is_endpoint_applet(&prog);
     let mut host = ScratchEndpoint::new();
+    // Everything that can refuse the invocation comes before any output:
+    // what loading prints (the constructor's native calls) is held until
+    // the method, its arguments and RxBuf have passed.
+    let held = Held::start();
     let mut applet = if endpoint {
-        say!(
-            "endpoint: a scratch one, {} buffers of {} bytes on the free queue",
-            ScratchEndpoint::BUFFERS,
-            ScratchEndpoint::BUFFER_SIZE
-        );
         load_endpoint_applet(&bytes, limits, engine, &mut host).map_err(at)?
     } else {
         load_on(&bytes, limits, engine, true).map_err(at)?
     };
     let ran = describe_engine(&mut applet, engine).map_err(at)?;
-    say!("engine: {ran}");
     let m = applet.method(method).map_err(|e| at(e.to_string()))?;
+    if m.arity() != args.len() {
+        let id = applet
+            .program()
+            .info
+            .method(method)
+            .map_or_else(|| method.to_owned(), |(_, info)| info.id());
+        return Err(at(InvokeError::ArgumentCount {
+            method: id,
+            expected: m.arity(),
+            given: args.len(),
+        }
+        .to_string()));
+    }
     // The engine puts each arriving message into RxBuf before doRx.
-    if endpoint && method == "doRx" && applet.static_bytes_field("RxBuf").is_ok() {
+    let rx_buf = if endpoint && method == "doRx" && applet.static_bytes_field("RxBuf").is_ok() {
         let len = args.first().copied().unwrap_or(0).clamp(0, 1 << 16) as usize;
         let msg: Vec<u8> = (0..len).map(|k| k as u8).collect();
         applet
             .set_static_array("RxBuf", &msg)
             .map_err(|e| at(e.to_string()))?;
+        Some(len)
+    } else {
+        None
+    };
+    let loading = held.release();
+    if endpoint {
+        say!(
+            "endpoint: a scratch one, {} buffers of {} bytes on the free queue",
+            ScratchEndpoint::BUFFERS,
+            ScratchEndpoint::BUFFER_SIZE
+        );
+    }
+    for line in loading {
+        say!("{line}");
+    }
+    say!("engine: {ran}");
+    if let Some(len) = rx_buf {
         say!("RxBuf: a test message of {len} bytes (0, 1, 2, ...)");
     }
     let t = Instant::now();

@@ -737,6 +737,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fastpath bench codecache: {e}");
+            if json {
+                crate::print_json_error("bench codecache", &e);
+            }
             ExitCode::FAILURE
         }
     }

@@ -69,6 +69,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
     };
     if let Err(e) = report(&m, quick).print(json) {
         eprintln!("fastpath bench codegen: {e}");
+        if json {
+            crate::print_json_error("bench codegen", &e);
+        }
         return ExitCode::FAILURE;
     }
     if m.peers.is_err() || m.kernels.is_err() {

@@ -43,6 +43,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fastpath bench dpf: {e}");
+            if json {
+                crate::print_json_error("bench dpf", &e);
+            }
             ExitCode::FAILURE
         }
     }

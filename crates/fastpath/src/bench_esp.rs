@@ -65,6 +65,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
     };
     if let Err(e) = report(&results, budget, &go_note, quick).print(json) {
         eprintln!("fastpath bench esp: {e}");
+        if json {
+            crate::print_json_error("bench esp", &e);
+        }
         return ExitCode::FAILURE;
     }
     let failed = results.iter().flat_map(|r| &r.timed).any(|(v, t)| {

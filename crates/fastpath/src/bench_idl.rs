@@ -95,6 +95,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
     let failed = m.timed.is_err() || m.waiting.is_err();
     if let Err(e) = report(&m, budget, idl::fastpath_family::available(), quick).print(json) {
         eprintln!("fastpath bench idl: {e}");
+        if json {
+            crate::print_json_error("bench idl", &e);
+        }
         return ExitCode::FAILURE;
     }
     if failed {

@@ -41,6 +41,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
         Ok(v) => v,
         Err(e) => {
             eprintln!("fastpath bench ilp: {e}");
+            if json {
+                crate::print_json_error("bench ilp", &e);
+            }
             return ExitCode::FAILURE;
         }
     };
@@ -59,6 +62,9 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fastpath bench ilp: {e}");
+            if json {
+                crate::print_json_error("bench ilp", &e);
+            }
             ExitCode::FAILURE
         }
     }

@@ -769,6 +769,9 @@ pub fn run(opts: Options) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fastpath bench jive: {e}");
+            if opts.json {
+                crate::print_json_error("bench jive", &e);
+            }
             ExitCode::FAILURE
         }
     }

@@ -95,23 +95,42 @@ pub struct DemoArgs {
     /// and `ip`).
     #[arg(long)]
     pub netns: bool,
-    /// Round trips per latency cell (at least 1), timed in batches of up
-    /// to 50 whose median is the figure.
+    /// Round trips per latency cell (at least 1), timed in whole batches;
+    /// the figure is the median of the batch means.
+    ///
+    /// A batch is a fifth of the rounds, 1 to 50 round trips, and a cell
+    /// times as many whole batches as the rounds hold: the default 4000 is
+    /// 80 batches of 50, `--rounds 49` 5 batches of 9, 45 round trips timed
+    /// (the table notes the rounds left out). Before them a cell runs a
+    /// tenth of the timed round trips untimed (at least 10). A batch
+    /// during which the kernel preempted one of the two threads is run
+    /// again (except the blocking UDP peer's, where every batch counts),
+    /// and a cell whose batches disagree is measured up to 3 times, so a
+    /// cell may run more round trips than it times. Applet ping-pong times
+    /// each batch as one exchange of that many round trips.
     #[arg(long, default_value_t = 4000,
           value_parser = clap::value_parser!(u32).range(1..=MAX_ROUNDS as i64))]
     pub rounds: u32,
-    /// Messages per bandwidth cell: a positive multiple of 25 (they are
-    /// sent in bursts of 25, each acknowledged).
+    /// Messages timed per bandwidth cell: a positive multiple of 25 (they
+    /// are sent in bursts of 25, each acknowledged).
+    ///
+    /// Before them a cell sends untimed bursts, enough to take every
+    /// receive buffer and walk the transmit region once. The memcpy peer
+    /// copies the same messages, at least two transmit regions' worth, and
+    /// takes the fastest of 5 passes.
     #[arg(long, default_value_t = 20_000, value_parser = parse_messages)]
     pub messages: u32,
-    /// Print the tables as one JSON document (every figure a number, or
-    /// null with the reason) instead of text.
+    /// Print the tables as one JSON document instead of text: the set-up
+    /// (rounds, round trips timed, batches, messages, engine) and every
+    /// table's rows, each figure {"value": ...} or {"value": null,
+    /// "reason": ...}. On failure, {"error": {"command": "demo",
+    /// "message": ...}}, the message on standard error too.
     #[arg(long)]
     pub json: bool,
     /// Leave the two application threads where the scheduler puts them
     /// instead of pinning them to two CPUs (by default the timing thread
     /// runs on the first CPU the process may use and its partner on the
-    /// second).
+    /// second; with fewer than two, neither is pinned).
     #[arg(long)]
     pub no_pin: bool,
     /// The engine that runs the applets: interp (jive's interpreter), jit
@@ -1908,6 +1927,9 @@ pub fn run(args: &DemoArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fastpath demo: {e}");
+            if args.json {
+                crate::print_json_error("demo", &e.to_string());
+            }
             ExitCode::FAILURE
         }
     }
@@ -2072,6 +2094,9 @@ pub fn bench_unet_burst(json: bool) -> ExitCode {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("fastpath bench unet --only burst: {e}");
+                if json {
+                    crate::print_json_error("bench unet", &e);
+                }
                 return ExitCode::FAILURE;
             }
         };
@@ -2616,7 +2641,9 @@ pub fn bench_unet(json: bool) -> ExitCode {
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => println!("{s}"),
             Err(e) => {
-                eprintln!("fastpath bench unet: writing the JSON report: {e}");
+                let e = format!("writing the JSON report: {e}");
+                eprintln!("fastpath bench unet: {e}");
+                crate::print_json_error("bench unet", &e);
                 return ExitCode::FAILURE;
             }
         }
@@ -4119,6 +4146,36 @@ mod tests {
         Cli::try_parse_from(std::iter::once("demo").chain(args.iter().copied()))
             .map(|c| c.demo)
             .map_err(|e| e.to_string())
+    }
+
+    /// `--rounds`'s help says what a cell times, with two examples: they
+    /// are what [`Batching`] makes of those rounds.
+    #[test]
+    fn the_rounds_help_says_what_is_timed() {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let help = cmd.render_long_help().to_string();
+        let (default, b49) = (Batching::for_rounds(4000), Batching::for_rounds(49));
+        for said in [
+            format!(
+                "the default 4000 is {} batches of {}",
+                default.batches, default.batch
+            ),
+            format!(
+                "`--rounds 49` {} batches of {}, {} round trips timed",
+                b49.batches,
+                b49.batch,
+                b49.timed()
+            ),
+        ] {
+            assert!(help.contains(&said), "{said:?} missing from:\n{help}");
+        }
+        assert_eq!(Batching::MAX_BATCH, 50, "the help says batches of 1 to 50");
+        assert_eq!(
+            Batching::MIN_BATCHES,
+            5,
+            "the help says a fifth of the rounds"
+        );
+        assert_eq!(TRIES, 3, "the help says measured up to 3 times");
     }
 
     #[test]

@@ -12,10 +12,14 @@
 //!
 //! `-` names standard input wherever a file is read (the table or the
 //! capture, not both). `--json` prints one JSON object instead of text, for
-//! scripts. A capture that ends early, or a packet on a link type other
-//! than Ethernet, stops `match` after the packets before it: their counts
-//! are printed (marked incomplete) and the command exits with status 1,
-//! since the counts do not cover the whole capture.
+//! scripts; a command that fails prints `--json`'s error object instead
+//! (`{"error": {"command": "filter check", "message": ...}}`, see the
+//! crate's doc), the message on standard error as without `--json`. A
+//! capture that ends early, or a packet on a link type other than
+//! Ethernet, stops `match` after the packets before it: their counts are
+//! printed (marked incomplete; with `--json`, `"complete": false` and
+//! where it stopped, the one object printed) and the command exits with
+//! status 1, since the counts do not cover the whole capture.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -99,21 +103,27 @@ Exit status 1 if the capture stops early (truncated or damaged) or holds a
 packet of another link type: the counts printed then cover the packets before
 that point, and are marked incomplete.";
 
-/// Runs a `filter` subcommand.
+/// Runs a `filter` subcommand. Each returns the exit status once it has
+/// printed its result (which may say it failed), or the error before it
+/// printed anything, which goes to stderr and, with `--json`, to stdout as
+/// the error object.
 pub fn main(cmd: FilterCmd) -> ExitCode {
-    let result = match cmd {
-        FilterCmd::Check { expr, json } => check(&expr, json),
-        FilterCmd::Compile { file, json } => compile(&file, json),
+    let (command, json, result) = match cmd {
+        FilterCmd::Check { expr, json } => ("filter check", json, check(&expr, json)),
+        FilterCmd::Compile { file, json } => ("filter compile", json, compile(&file, json)),
         FilterCmd::Match {
             file,
             capture,
             json,
-        } => run_match(&file, &capture, json),
+        } => ("filter match", json, run_match(&file, &capture, json)),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("fastpath filter: {e}");
+            if json {
+                crate::print_json_error(command, &e);
+            }
             ExitCode::FAILURE
         }
     }
@@ -128,7 +138,7 @@ fn base_name(base: dpf::ir::Base) -> &'static str {
     }
 }
 
-fn check(expr: &str, json: bool) -> Result<(), String> {
+fn check(expr: &str, json: bool) -> Result<ExitCode, String> {
     let parsed = dpf::parse(expr).map_err(|e| pointed(expr, &e))?;
     let program = dpf::compile(expr).map_err(|e| pointed(expr, &e))?;
     let a = analyze(&program);
@@ -179,14 +189,14 @@ fn check(expr: &str, json: bool) -> Result<(), String> {
             "residual": residual,
         });
         say!("{out:#}");
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     say!("parse:   {parsed}");
     say!("program ({} tests):", program.nodes.len() - 2);
     say!("{}", dpf::dump(&program));
     if a.never {
         say!("merging: matches no packet");
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     say!("merging: {} atoms shared with other filters:", atoms.len());
     for atom in &atoms {
@@ -200,7 +210,7 @@ fn check(expr: &str, json: bool) -> Result<(), String> {
             dpf::dump(r)
         ),
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An error about `expr` with a caret under its column, if it has one.
@@ -311,7 +321,7 @@ fn load(file: &Path) -> Result<Table, String> {
     Ok(table)
 }
 
-fn compile(file: &Path, json: bool) -> Result<(), String> {
+fn compile(file: &Path, json: bool) -> Result<ExitCode, String> {
     let t = Instant::now();
     let table = load(file)?;
     let elapsed = t.elapsed();
@@ -336,7 +346,7 @@ fn compile(file: &Path, json: bool) -> Result<(), String> {
             "disassembly": code.as_ref().map(|(_, l)| l.as_str()),
         });
         say!("{out:#}");
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     say!(
         "{} compiled in {:.3} ms",
@@ -359,7 +369,7 @@ fn compile(file: &Path, json: bool) -> Result<(), String> {
             say!("{listing}");
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `1 node`, `2 nodes`.
@@ -380,7 +390,7 @@ struct Counts {
     owners: std::collections::BTreeMap<u32, u64>,
 }
 
-fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
+fn run_match(file: &Path, capture: &Path, json: bool) -> Result<ExitCode, String> {
     if is_stdin(file) && is_stdin(capture) {
         return Err("the table and the capture cannot both be standard input (`-`)".into());
     }
@@ -469,11 +479,17 @@ fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
         }
     }
     match stopped {
-        None => Ok(()),
-        Some(e) => Err(format!(
-            "{name}: {e}; the counts printed cover the {} packets before it",
-            counts.total
-        )),
+        None => Ok(ExitCode::SUCCESS),
+        // The counts are printed (with `--json`, the report that says where
+        // the capture stopped): not an error before any output, so no
+        // error object on stdout.
+        Some(e) => {
+            eprintln!(
+                "fastpath filter: {name}: {e}; the counts printed cover the {} packets before it",
+                counts.total
+            );
+            Ok(ExitCode::FAILURE)
+        }
     }
 }
 

@@ -18,6 +18,9 @@
 //!   "throughput": [ { "pipeline", "data", "separate_mb_s", "hand_fused_mb_s",
 //!                     "ilp_mb_s", "ilp_nt_mb_s" } ] }
 //! ```
+//!
+//! or, should a pipeline fail, the crate's error object `{"error":
+//! {"command": "ilp demo", "message"}}`, the message on stderr too.
 
 use clap::Subcommand;
 use std::io::Write;
@@ -47,6 +50,9 @@ pub fn main(cmd: IlpCmd) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("fastpath ilp demo: {e}");
+                if json {
+                    crate::print_json_error("ilp demo", &e.to_string());
+                }
                 ExitCode::FAILURE
             }
         },

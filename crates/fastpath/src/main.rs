@@ -13,8 +13,33 @@
 //!
 //! `serde_json` builds the `--json` output meant for scripts (`esp check`,
 //! `filter check`, `compile`, `match`, `ilp demo`, `idl check`, `applet`).
+//!
+//! With `--json`, standard output holds one JSON object whether the command
+//! succeeds or fails, so that a script always has something to parse:
+//!
+//! - on success, the command's report;
+//! - when the command fails before it has a report, the error object
+//!   [`print_json_error`] prints, `{"error": {"command": "bench ilp",
+//!   "message": "..."}}`: `command` the words after `fastpath` that name
+//!   the subcommand (`demo`, `bench <suite>`, `filter check`, `filter
+//!   compile`, `filter match`, `applet examples`, `applet verify`, `ilp
+//!   demo`, `idl check`), `message` the text standard error gets after
+//!   `fastpath ...: `;
+//! - when the report itself records the failure, the report and no second
+//!   object: `applet verify` on a rejected class (`"verified": false` and
+//!   the reason), `filter match` on a capture that stops early
+//!   (`"complete": false` and where it stopped), a benchmark suite with
+//!   cells that could not be measured (`null` and the reason).
+//!
+//! The human message still goes to standard error, and the exit status is
+//! the same non-zero one as without `--json`. Errors in the arguments
+//! themselves that clap reports before the command runs (an unknown
+//! subcommand or flag, a missing or malformed argument such as `--rounds
+//! 0`) print clap's usage message on standard error and nothing on
+//! standard output, with clap's exit status 2.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 mod applet;
@@ -251,10 +276,30 @@ fn main() -> ExitCode {
             Ok(()) => bench(&args),
             Err(e) => {
                 eprintln!("fastpath bench: {e}");
+                if args.json {
+                    print_json_error(&format!("bench {}", args.suite.name()), &e);
+                }
                 ExitCode::FAILURE
             }
         },
     }
+}
+
+/// `--json`'s error object (see the module doc): `{"error": {"command",
+/// "message"}}`.
+fn json_error(command: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({ "error": { "command": command, "message": message } })
+}
+
+/// Prints `--json`'s error object for a failed `command` on standard
+/// output, where a script expects the command's report; the caller still
+/// prints the message on standard error and exits non-zero.
+pub(crate) fn print_json_error(command: &str, message: &str) {
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{:#}",
+        json_error(command, message)
+    );
 }
 
 /// `fastpath bench <suite>`.
@@ -286,11 +331,41 @@ fn bench(args: &BenchArgs) -> ExitCode {
         (false, true) => " --quick",
         (false, false) => "",
     };
-    eprintln!(
-        "fastpath bench: this build has no benchmarks; they and their peers \
+    let message = format!(
+        "this build has no benchmarks; they and their peers \
          (cranelift, dynasm-rs, rbpf, dashmap, ...) are behind the cargo feature `bench`.\n\
          Run: cargo run --release -p fastpath --features bench -- bench {}{flags}",
         args.suite.name()
     );
+    eprintln!("fastpath bench: {message}");
+    if args.json {
+        print_json_error(&format!("bench {}", args.suite.name()), &message);
+    }
     ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one shape every command's `--json` error has.
+    #[test]
+    fn the_json_error_object_names_the_command_and_the_message() {
+        let v = json_error(
+            "filter check",
+            "column 5: expected a value\n  tcp x\n      ^",
+        );
+        assert_eq!(v["error"]["command"], "filter check");
+        assert_eq!(
+            v["error"]["message"],
+            "column 5: expected a value\n  tcp x\n      ^"
+        );
+        assert_eq!(v.as_object().map(|o| o.len()), Some(1), "{v}");
+        assert_eq!(v["error"].as_object().map(|o| o.len()), Some(2), "{v}");
+        let printed = format!("{v:#}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&printed).ok(),
+            Some(v)
+        );
+    }
 }

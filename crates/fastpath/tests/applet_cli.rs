@@ -158,3 +158,99 @@ fn verify_json_gives_the_verdict() {
         "{v}"
     );
 }
+
+/// Runs `fastpath args` with and without `--json`, which must fail with
+/// the same exit status: with `--json`, stdout is `--json`'s error object
+/// alone, `{"error": {"command", "message"}}`, and stderr still has the
+/// message. Returns the command and the message.
+fn json_error(args: &[&str]) -> (String, String) {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(args)
+            .output()
+            .expect("runs fastpath")
+    };
+    let plain = run(args);
+    let json = run(&[args, &["--json"]].concat());
+    assert!(!plain.status.success(), "{args:?} succeeded");
+    assert_eq!(json.status.code(), plain.status.code(), "{args:?} --json");
+    let out = String::from_utf8_lossy(&json.stdout);
+    let err = String::from_utf8_lossy(&json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{args:?} --json: stdout is not one JSON object ({e}):\n{out}"));
+    let fields = |v: &serde_json::Value| v.as_object().map(|o| o.len());
+    assert_eq!((fields(&v), fields(&v["error"])), (Some(1), Some(2)), "{v}");
+    let (command, message) = (&v["error"]["command"], &v["error"]["message"]);
+    let (Some(command), Some(message)) = (command.as_str(), message.as_str()) else {
+        panic!("{args:?} --json: {v}");
+    };
+    assert!(err.contains(message), "stderr lacks {message:?}:\n{err}");
+    (command.to_owned(), message.to_owned())
+}
+
+/// With `--json`, a command that fails before it has a verdict prints the
+/// error object on stdout; a rejected class is a verdict (the report).
+#[test]
+fn json_errors_are_one_object_on_stdout() {
+    let (command, message) = json_error(&["applet", "verify", "NoSuch.class"]);
+    assert_eq!(command, "applet verify");
+    assert!(
+        message.contains("NoSuch.class") && message.contains("fastpath applet examples"),
+        "{message}"
+    );
+    // `--out` under a file: the directory cannot be created.
+    let file = std::env::temp_dir().join(format!("fastpath-applet-json-{}", std::process::id()));
+    std::fs::write(&file, b"not a directory").unwrap();
+    let under = file.join("classes");
+    let (command, message) = json_error(&["applet", "examples", "--out", under.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(command, "applet examples");
+    assert!(message.contains("cannot create it"), "{message}");
+}
+
+/// `run` refuses an invocation it cannot make (the wrong number of
+/// arguments, no such method) before it prints anything: the error on
+/// stderr, nothing on stdout, exit status 1.
+#[test]
+fn a_refused_invocation_prints_nothing_on_stdout() {
+    for (args, said) in [
+        (&["doRx", "1"][..], "doRx(II)I takes 2 arguments, 1 given"),
+        (
+            &["doRx", "1", "2", "3"][..],
+            "doRx(II)I takes 2 arguments, 3 given",
+        ),
+        (&["doRx"][..], "doRx(II)I takes 2 arguments, 0 given"),
+        (
+            &["noSuch", "1"][..],
+            "no method named \"noSuch\" in the applet",
+        ),
+    ] {
+        for engine in ["interp", "tiered"] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+                .args(["applet", "run", "StandardUnet"])
+                .args(args)
+                .args(["--engine", engine])
+                .output()
+                .expect("runs fastpath");
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(
+                stdout.is_empty(),
+                "{args:?} --engine {engine}: stdout:\n{stdout}"
+            );
+            assert_eq!(
+                stderr.trim_end(),
+                format!("fastpath applet: StandardUnet: {said}"),
+                "{args:?}"
+            );
+        }
+    }
+    // The same method with its two arguments runs and prints.
+    let (ok, out, err) = fastpath(&["applet", "run", "StandardUnet", "doRx", "1", "0"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("endpoint: a scratch one"), "{out}");
+    assert!(out.contains("engine: "), "{out}");
+}

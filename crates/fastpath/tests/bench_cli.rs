@@ -460,3 +460,84 @@ fn dynamic_stubs_count_at_most_one_and_a_half_times_the_static_ones_over_shm() {
         );
     }
 }
+
+/// Runs `fastpath args` with and without `--json`, which must fail with
+/// the same exit status: with `--json`, stdout is `--json`'s error object
+/// alone, `{"error": {"command", "message"}}`, and stderr still has the
+/// message. Returns the command and the message.
+fn json_error(args: &[&str]) -> (String, String) {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(args)
+            .output()
+            .expect("runs fastpath")
+    };
+    let plain = run(args);
+    let json = run(&[args, &["--json"]].concat());
+    assert!(!plain.status.success(), "{args:?} succeeded");
+    assert_eq!(json.status.code(), plain.status.code(), "{args:?} --json");
+    let out = String::from_utf8_lossy(&json.stdout);
+    let err = String::from_utf8_lossy(&json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{args:?} --json: stdout is not one JSON object ({e}):\n{out}"));
+    let fields = |v: &serde_json::Value| v.as_object().map(|o| o.len());
+    assert_eq!((fields(&v), fields(&v["error"])), (Some(1), Some(2)), "{v}");
+    let (command, message) = (&v["error"]["command"], &v["error"]["message"]);
+    let (Some(command), Some(message)) = (command.as_str(), message.as_str()) else {
+        panic!("{args:?} --json: {v}");
+    };
+    assert!(err.contains(message), "stderr lacks {message:?}:\n{err}");
+    (command.to_owned(), message.to_owned())
+}
+
+/// With `--json`, a suite refused or unable to start prints the error
+/// object on stdout, exits 1 and says why on stderr as without `--json`.
+#[test]
+fn json_errors_are_one_object_on_stdout() {
+    let (command, message) = json_error(&["bench", "unet", "--quick"]);
+    assert_eq!(command, "bench unet");
+    assert!(
+        message.starts_with("--quick is not supported by the unet suite"),
+        "{message}"
+    );
+    let (command, message) = json_error(&["bench", "dpf", "--only", "burst"]);
+    assert_eq!(command, "bench dpf");
+    assert!(
+        message.contains("--only burst is a cell of the unet suite"),
+        "{message}"
+    );
+    #[cfg(not(feature = "bench"))]
+    {
+        let (command, message) = json_error(&["bench", "dpf"]);
+        assert_eq!(command, "bench dpf");
+        assert!(
+            message
+                .contains("cargo run --release -p fastpath --features bench -- bench dpf --json"),
+            "{message}"
+        );
+    }
+}
+
+/// A suite that fails before it measures (here ilp on an `ILP_VECTORS` it
+/// does not know) prints the error object with `--json`.
+#[cfg(feature = "bench")]
+#[test]
+fn a_suite_that_cannot_start_prints_the_error_object() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+        .args(["bench", "ilp", "--quick", "--json"])
+        .env("ILP_VECTORS", "zmm")
+        .output()
+        .expect("runs fastpath");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["error"]["command"], "bench ilp");
+    assert_eq!(
+        v["error"]["message"],
+        "ILP_VECTORS=\"zmm\": expected widest, ymm or xmm"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fastpath bench ilp: ILP_VECTORS=\"zmm\""),
+        "{err}"
+    );
+}

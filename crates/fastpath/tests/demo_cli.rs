@@ -336,3 +336,67 @@ fn the_xdp_demo_sets_udp_packet_and_xdp_side_by_side() {
     let big = &doc["bandwidth"]["rows"][3]["unet_app_ack"];
     assert!(big["value"].as_f64().is_some(), "16 KiB over xdp: {big}");
 }
+
+/// Runs `fastpath args` with and without `--json`, which must fail with
+/// the same exit status: with `--json`, stdout is `--json`'s error object
+/// alone, `{"error": {"command", "message"}}`, and stderr still has the
+/// message. Returns the command and the message.
+fn json_error(args: &[&str]) -> (String, String) {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(args)
+            .output()
+            .expect("runs fastpath")
+    };
+    let plain = run(args);
+    let json = run(&[args, &["--json"]].concat());
+    assert!(!plain.status.success(), "{args:?} succeeded");
+    assert_eq!(json.status.code(), plain.status.code(), "{args:?} --json");
+    let out = String::from_utf8_lossy(&json.stdout);
+    let err = String::from_utf8_lossy(&json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{args:?} --json: stdout is not one JSON object ({e}):\n{out}"));
+    let fields = |v: &serde_json::Value| v.as_object().map(|o| o.len());
+    assert_eq!((fields(&v), fields(&v["error"])), (Some(1), Some(2)), "{v}");
+    let (command, message) = (&v["error"]["command"], &v["error"]["message"]);
+    let (Some(command), Some(message)) = (command.as_str(), message.as_str()) else {
+        panic!("{args:?} --json: {v}");
+    };
+    assert!(err.contains(message), "stderr lacks {message:?}:\n{err}");
+    (command.to_owned(), message.to_owned())
+}
+
+/// With `--json`, a demo that cannot run prints the error object on stdout
+/// (and exits 1, the message on stderr, as without `--json`).
+#[test]
+fn json_errors_are_one_object_on_stdout() {
+    for (args, said) in [
+        (&["demo", "--transport", "packet"][..], "add --netns"),
+        (
+            &["demo", "--netns"][..],
+            "use --transport udp, packet or xdp",
+        ),
+    ] {
+        let (command, message) = json_error(args);
+        assert_eq!(command, "demo");
+        assert!(message.contains(said), "{message}");
+    }
+}
+
+/// `--help` says what `--rounds` times: whole batches, the rest left out.
+#[test]
+fn the_help_says_what_rounds_times() {
+    let (ok, out, err) = fastpath(&["demo", "--help"]);
+    assert!(ok, "{err}");
+    for said in [
+        "timed in whole batches; the figure is the median of the batch means",
+        "`--rounds 49` 5 batches of 9, 45 round trips timed",
+        "Messages timed per bandwidth cell",
+    ] {
+        assert!(out.contains(said), "{said:?} missing from:\n{out}");
+    }
+    assert!(
+        !out.contains("Round trips per latency cell (at least 1), timed in batches of up"),
+        "{out}"
+    );
+}

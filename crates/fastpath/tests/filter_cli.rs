@@ -540,3 +540,82 @@ fn a_caret_lines_up_under_tabs() {
     );
     assert_eq!(pointed_at(&err).1, '8');
 }
+
+/// Runs `fastpath args` with and without `--json`, which must fail with
+/// the same exit status: with `--json`, stdout is `--json`'s error object
+/// alone, `{"error": {"command", "message"}}`, and stderr still has the
+/// message. Returns the command and the message.
+fn json_error(args: &[&str]) -> (String, String) {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(args)
+            .output()
+            .expect("runs fastpath")
+    };
+    let plain = run(args);
+    let json = run(&[args, &["--json"]].concat());
+    assert!(!plain.status.success(), "{args:?} succeeded");
+    assert_eq!(json.status.code(), plain.status.code(), "{args:?} --json");
+    let out = String::from_utf8_lossy(&json.stdout);
+    let err = String::from_utf8_lossy(&json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{args:?} --json: stdout is not one JSON object ({e}):\n{out}"));
+    let fields = |v: &serde_json::Value| v.as_object().map(|o| o.len());
+    assert_eq!((fields(&v), fields(&v["error"])), (Some(1), Some(2)), "{v}");
+    let (command, message) = (&v["error"]["command"], &v["error"]["message"]);
+    let (Some(command), Some(message)) = (command.as_str(), message.as_str()) else {
+        panic!("{args:?} --json: {v}");
+    };
+    assert!(err.contains(message), "stderr lacks {message:?}:\n{err}");
+    (command.to_owned(), message.to_owned())
+}
+
+/// With `--json`, each subcommand that fails before it has a result
+/// prints the error object on stdout, the same message on stderr, and
+/// exits 1 as without `--json`.
+#[test]
+fn json_errors_are_one_object_on_stdout() {
+    let (command, message) = json_error(&["filter", "check", "tcp dst port 80 and"]);
+    assert_eq!(command, "filter check");
+    assert!(message.starts_with("column 20: "), "{message}");
+    assert!(message.ends_with("                   ^"), "{message}");
+
+    let d = Dir::new("filter-json-errors");
+    let missing = d.0.join("missing.txt");
+    let (command, message) = json_error(&["filter", "compile", missing.to_str().unwrap()]);
+    assert_eq!(command, "filter compile");
+    assert!(message.contains("missing.txt"), "{message}");
+
+    let table = d.file("table.txt", b"1 tcp dst port 80\n2 bogus filter\n");
+    let (command, message) = json_error(&["filter", "compile", &table]);
+    assert_eq!(command, "filter compile");
+    assert!(message.contains("table.txt:2:"), "{message}");
+
+    let table = d.file("good.txt", TABLE.as_bytes());
+    let not_a_capture = d.file("not.pcap", b"this is not a capture");
+    let (command, message) = json_error(&["filter", "match", &table, &not_a_capture]);
+    assert_eq!(command, "filter match");
+    assert!(message.contains("not.pcap"), "{message}");
+    let (command, message) = json_error(&["filter", "match", "-", "-"]);
+    assert_eq!(command, "filter match");
+    assert!(
+        message.contains("cannot both be standard input"),
+        "{message}"
+    );
+}
+
+/// A capture that stops early is a result, not an error before one: the
+/// counts are the one object on stdout (no error object after them).
+#[test]
+fn a_stopped_capture_prints_its_counts_alone() {
+    let d = Dir::new("filter-json-stopped");
+    let table = d.file("table.txt", TABLE.as_bytes());
+    let whole = std::fs::read(real("lo.pcap")).unwrap();
+    let cap = d.file("trunc.pcap", &whole[..whole.len() - 5]);
+    let (ok, out, err) = fastpath(&["filter", "match", "--json", &table, &cap]);
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(v["complete"], false, "{v}");
+    assert!(v.get("error").is_none(), "{v}");
+    assert!(err.contains("the counts printed cover the"), "{err}");
+}
