@@ -14,7 +14,8 @@
 //!   `--json` prints the same as one JSON object for scripts.
 //!
 //! What a file must be: UTF-8 text (an invalid byte is an error at its
-//! line and column) that declares something. A file with no declarations
+//! line and column; a leading byte-order mark is skipped and counts for no
+//! column) that declares something. A file with no declarations
 //! at all (empty, or only comments) is an error, since it generates
 //! nothing; one with types but no `interface` is checked and compiled, with
 //! a warning on stderr that there are no stubs to generate. An error for a
@@ -101,12 +102,18 @@ pub enum Lang {
     C,
 }
 
-/// Runs an `idl` subcommand.
+/// Runs an `idl` subcommand. With `check --json`, a failure also prints
+/// the CLI's JSON error object on standard output
+/// ([`crate::print_json_error`]).
 pub fn main(cmd: IdlCmd) -> ExitCode {
+    let json = matches!(cmd, IdlCmd::Check { json: true, .. });
     match run(cmd) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("fastpath idl: {msg}");
+            if json {
+                crate::print_json_error("idl check", &msg);
+            }
             ExitCode::FAILURE
         }
     }
@@ -174,6 +181,8 @@ fn run(cmd: IdlCmd) -> Result<(), String> {
 fn load(file: &Path, limits: &Limits) -> Result<Idl, String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let src = utf8(file, &bytes)?;
+    // As the lexer does: a leading byte-order mark is no text.
+    let src = src.strip_prefix('\u{feff}').unwrap_or(src);
     let idl = idl::parse_with(src, limits).map_err(|e| {
         let e = name_the_flag(e).with_file(file);
         e.render(src).trim_end().to_owned()
@@ -211,12 +220,13 @@ fn declares_a_type(src: &str) -> bool {
 }
 
 /// `bytes` as text, or an error at the line and column of the first byte
-/// that is not UTF-8.
+/// that is not UTF-8 (a leading byte-order mark counts for no column).
 fn utf8<'a>(file: &Path, bytes: &'a [u8]) -> Result<&'a str, String> {
     std::str::from_utf8(bytes).map_err(|e| {
         let at = e.valid_up_to();
         // The prefix is valid UTF-8 by definition of `valid_up_to`.
         let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+        let before = before.strip_prefix('\u{feff}').unwrap_or(before);
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
         format!(

@@ -235,6 +235,55 @@ fn invalid_utf8_is_an_error_at_its_line_and_column() {
     );
 }
 
+/// A file that starts with a UTF-8 byte-order mark (as some Windows
+/// editors write it) is read as if it had none: it checks and compiles,
+/// and an error's column, caret and invalid byte count no column for it.
+/// A mark alone is a file that declares nothing.
+#[test]
+fn a_leading_byte_order_mark_is_skipped() {
+    let tmp = scratch("bom");
+    let dir = tmp.path();
+    let text = std::fs::read(pfs()).unwrap();
+    let f = dir.join("pfs.idl");
+    std::fs::write(&f, [b"\xef\xbb\xbf".as_slice(), &text].concat()).unwrap();
+    let f = f.to_str().unwrap();
+    let (ok, out, err) = fastpath(&["idl", "check", f]);
+    assert!(ok, "{err}");
+    assert!(out.contains("interface pfs (3 operations)"), "{out}");
+    let d = dir.join("out");
+    let (ok, _, err) = fastpath(&[
+        "idl",
+        "compile",
+        f,
+        "--lang",
+        "c",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(d.join("pfs.h").is_file());
+
+    for (name, text, want) in [
+        (
+            "at.idl",
+            b"\xef\xbb\xbfinterface i { void f(@); };\n".as_slice(),
+            "at.idl:1:22: unexpected character `@`\ninterface i { void f(@); };\n                     ^",
+        ),
+        (
+            "byte.idl",
+            b"\xef\xbb\xbfinterface i\xff {};\n",
+            "byte.idl:1:12: byte 0xff (at byte offset 14) is not UTF-8",
+        ),
+        ("mark.idl", b"\xef\xbb\xbf", "mark.idl: declares nothing"),
+    ] {
+        let g = dir.join(name);
+        std::fs::write(&g, text).unwrap();
+        let (ok, _, err) = fastpath(&["idl", "check", g.to_str().unwrap()]);
+        assert!(!ok, "{name} accepted");
+        assert!(err.contains(want), "{name}: want `{want}` in\n{err}");
+    }
+}
+
 /// `check --json` gives scripts the same records as the text.
 #[test]
 fn check_json_gives_the_records() {
@@ -256,4 +305,23 @@ fn check_json_gives_the_records() {
     assert_eq!(data["descriptor"], true);
     assert_eq!(data["count_from"], "data_size");
     assert_eq!(data["type"], "sequence<i32>");
+}
+
+/// `check --json` on a file in error: standard output holds the CLI's JSON
+/// error object with the message standard error gets, and the exit status
+/// is the failure's.
+#[test]
+fn check_json_on_an_error_prints_the_error_object() {
+    let dir = std::env::temp_dir().join(format!("fastpath-idl-json-error-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.idl");
+    std::fs::write(&bad, "interface I { void f(in long x, in long X); };\n").unwrap();
+    let (ok, out, err) = fastpath(&["idl", "check", bad.to_str().unwrap(), "--json"]);
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("an error object on stdout");
+    assert_eq!(v["error"]["command"], "idl check");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("bad.idl:1:"), "{message}");
+    assert_eq!(err.trim_end(), format!("fastpath idl: {message}"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

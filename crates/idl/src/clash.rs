@@ -9,14 +9,21 @@
 //! and operation `f` of interface `I` are both `I_f` in C. Each is a
 //! [`crate::error::ErrorKind::Clash`] naming both declarations. What the
 //! generators add of their own (`<iface>_serve`, `<op>_server`, `<op>_msg`
-//! in C; `<op>_stub` and key constants in Rust) is renamed by them
-//! instead, so an operation `serve` is fine.
+//! in C; `<op>_stub` and key constants in Rust; C's include guard) is
+//! renamed by them instead, so an operation `serve` is fine.
+//!
+//! Reserved ([`crate::error::ErrorKind::Reserved`]): the run time's names,
+//! what the C headers define, and a name whose Rust spelling is a path
+//! keyword, which Rust cannot write even as a raw identifier (an interface
+//! `SELF` would be the module `self`, a struct `self_` the type `Self`).
+//! Other keywords made by a case conversion are raw identifiers in the
+//! generated Rust (an interface `Fn` is the module `r#fn`).
 
 use std::collections::HashMap;
 
-use crate::error::CompileError;
+use crate::error::{CompileError, ErrorKind};
 use crate::gen_c::{ident, op_c_name};
-use crate::gen_rust::{camel, snake};
+use crate::gen_rust::{PATH_KEYWORDS, camel, snake};
 use crate::model::{Idl, Pos};
 
 type Res<T> = Result<T, CompileError>;
@@ -113,14 +120,54 @@ impl Space {
     }
 }
 
+/// Refuses a declaration whose Rust name (`generated`, what a case
+/// conversion made of `name`) is a keyword that cannot be a raw
+/// identifier.
+fn rust_nameable(what: &str, name: &str, generated: &str, pos: Pos) -> Res<()> {
+    if !PATH_KEYWORDS.contains(&generated) {
+        return Ok(());
+    }
+    Err(CompileError::new(
+        pos,
+        ErrorKind::Reserved {
+            name: name.to_string(),
+            why: format!(
+                "{what} `{name}` would be the Rust {} `{generated}`, a keyword that cannot be a raw identifier (`r#{generated}` is an error)",
+                if what == "struct" { "type" } else { "module" }
+            ),
+        },
+    ))
+}
+
+/// A clash of `a` and `b`, the later one (by position) second.
+fn ordered(a: (String, Pos), b: (String, Pos), why: String) -> CompileError {
+    let ((first, at), (second, pos)) = if (a.1.line, a.1.col) <= (b.1.line, b.1.col) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    CompileError::clash(pos, second, first, at, why)
+}
+
 /// Checks that the generated C and Rust give every declaration of `idl`
 /// identifiers of its own. `const_pos` holds each constant's position
-/// (in `idl.consts` order).
-pub(crate) fn check(idl: &Idl, const_pos: &[Pos]) -> Res<()> {
+/// (in `idl.consts` order), `field_pos` each struct's fields' (in
+/// `idl.structs` order).
+pub(crate) fn check(idl: &Idl, const_pos: &[Pos], field_pos: &[Vec<Pos>]) -> Res<()> {
+    // Rust: a case conversion that makes a path keyword. (Other keywords
+    // become raw identifiers: `gen_rust::raw`.)
+    for s in &idl.structs {
+        rust_nameable("struct", &s.name, &camel(&s.name), s.pos)?;
+    }
+    for iface in &idl.interfaces {
+        rust_nameable("interface", &iface.name, &snake(&iface.name), iface.pos)?;
+    }
     // C: one flat space for the file's types, functions and macros.
     let mut c = Space::default();
     // C identifiers a parameter may not take: types and macros.
     let mut c_types: HashMap<String, (String, Pos)> = HashMap::new();
+    // The header's object-like macros: key macros and constants.
+    let mut c_macros: HashMap<String, (String, Pos)> = HashMap::new();
     // Rust: the file's types and modules.
     let mut rust = Space::default();
     for s in &idl.structs {
@@ -131,6 +178,7 @@ pub(crate) fn check(idl: &Idl, const_pos: &[Pos]) -> Res<()> {
     }
     for ((name, _, _), &pos) in idl.consts.iter().zip(const_pos) {
         c.add(ident(name), format!("constant `{name}`"), pos);
+        c_macros.insert(ident(name), (format!("constant `{name}`"), pos));
     }
     for iface in &idl.interfaces {
         let what = format!("interface `{}`", iface.name);
@@ -146,6 +194,7 @@ pub(crate) fn check(idl: &Idl, const_pos: &[Pos]) -> Res<()> {
             for m in ["_KEY", "_REQUEST_SIZE", "_SIZE"] {
                 c.add(format!("{up}{m}"), what.clone(), op.pos);
                 c_types.insert(format!("{up}{m}"), (what.clone(), op.pos));
+                c_macros.insert(format!("{up}{m}"), (what.clone(), op.pos));
             }
             keys.add(snake(&op.name).to_uppercase(), what.clone(), op.pos);
             msgs.add(format!("{}Msg", camel(&op.name)), what, op.pos);
@@ -162,13 +211,43 @@ pub(crate) fn check(idl: &Idl, const_pos: &[Pos]) -> Res<()> {
                 if let Some((w, at)) = c_types.get(&ident(&p.name)) {
                     let what = format!("parameter `{}` of `{}`", p.name, op.name);
                     let why = format!("the generated C names both `{}`", ident(&p.name));
-                    return Err(if (at.line, at.col) < (p.pos.line, p.pos.col) {
-                        CompileError::clash(p.pos, what, w.clone(), *at, why)
-                    } else {
-                        CompileError::clash(*at, w.clone(), what, p.pos, why)
-                    });
+                    return Err(ordered((w.clone(), *at), (what, p.pos), why));
                 }
             }
+        }
+    }
+    // A member a C program names, a struct's field (`p.x`) or an entry of
+    // `<iface>_impl` (`.f = do_f`, one per operation), named as a macro of
+    // the header: the preprocessor would replace the member's name. A key
+    // macro defined before an `<iface>_impl` breaks the generated header
+    // itself (an operation `I_F_KEY` of an interface after `I`); struct
+    // fields and constants come before and after all of the generated
+    // declarations, so there it is the program's code that breaks (`p.N`
+    // is `p.((int32_t)3)`). A parameter may share a constant's name: the
+    // generated `.c` #undefs the constants, the header declares them last,
+    // and a program names parameters only in the functions it writes.
+    let member = |name: &str, what: String, pos: Pos| -> Res<()> {
+        match c_macros.get(&ident(name)) {
+            Some((w, at)) => Err(ordered(
+                (w.clone(), *at),
+                (what, pos),
+                format!(
+                    "the generated C header #defines `{}`, which would replace the member's name",
+                    ident(name)
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
+    for (s, pos) in idl.structs.iter().zip(field_pos) {
+        for ((f, _), &fp) in s.fields.iter().zip(pos) {
+            member(f, format!("field `{f}` of struct `{}`", s.name), fp)?;
+        }
+    }
+    for iface in &idl.interfaces {
+        for op in &iface.ops {
+            let what = format!("operation `{}` of interface `{}`", op.name, iface.name);
+            member(&op.name, what, op.pos)?;
         }
     }
     Ok(())

@@ -208,7 +208,8 @@ impl CompileError {
 
     /// The error as [`Display`](fmt::Display) shows it, then the source
     /// line it points into and a caret under its column (tabs kept, so
-    /// the caret lines up). Without a position, or when `src` has no such
+    /// the caret lines up; a leading byte-order mark, which takes no
+    /// column, left out). Without a position, or when `src` has no such
     /// line, just the error.
     pub fn render(&self, src: &str) -> String {
         let mut out = format!("{self}\n");
@@ -219,6 +220,10 @@ impl CompileError {
             return out;
         };
         let line = line.strip_suffix('\r').unwrap_or(line);
+        let line = match self.pos.line {
+            1 => line.strip_prefix(crate::lexer::BOM).unwrap_or(line),
+            _ => line,
+        };
         out.push_str(line);
         out.push('\n');
         for c in line.chars().take(self.pos.col.saturating_sub(1) as usize) {

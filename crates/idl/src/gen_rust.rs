@@ -3,7 +3,8 @@
 //! (IDL4 §3.1's stub model, §4's Tables 1 and 2 for what the stubs do).
 //!
 //! For each interface it writes a module (the interface's name in
-//! `snake_case`) with:
+//! `snake_case`, a raw identifier if that is a keyword: an interface `Fn`
+//! is the module `r#fn`) with:
 //! - a `#[repr(C)]` record struct per operation (`PfsWriteMsg`), whose field
 //!   order, offsets and size are the model's [`crate::model::Layout`],
 //!   checked at compile time, and a key constant per operation (`PFS_WRITE`);
@@ -103,6 +104,40 @@ pub(crate) fn camel(name: &str) -> String {
         }
     }
     if out.is_empty() { "X".to_string() } else { out }
+}
+
+/// The keywords of Rust, strict and reserved, in every edition: what an
+/// identifier of the generated code may not be as written.
+#[rustfmt::skip]
+pub(crate) const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "box", "break", "const", "continue", "crate", "do", "dyn", "else",
+    "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop",
+    "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref", "return", "self",
+    "Self", "static", "struct", "super", "trait", "true", "try", "type", "typeof", "unsafe",
+    "unsized", "use", "virtual", "where", "while", "yield", "become", "abstract",
+];
+
+/// The keywords that are paths and cannot be raw identifiers either
+/// (`r#self` is an error): a generated name that is one of these cannot
+/// be written at all, and the front end refuses it (`crate::clash`).
+pub(crate) const PATH_KEYWORDS: &[&str] = &["self", "Self", "super", "crate"];
+
+/// `name` as a Rust identifier: a keyword as a raw identifier (`fn` ->
+/// `r#fn`), anything else as it is. The front end's checks leave a
+/// keyword only where a case conversion made one (an interface `Fn` is
+/// the module `fn`), and never one of [`PATH_KEYWORDS`].
+pub(crate) fn raw(name: &str) -> String {
+    if RUST_KEYWORDS.contains(&name) {
+        format!("r#{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The module of interface `name`: its `snake_case`, a raw identifier if
+/// that is a keyword (`Fn` -> `r#fn`, `Mod` -> `r#mod`).
+pub(crate) fn module_name(name: &str) -> String {
+    raw(&snake(name))
 }
 
 /// `snake_case` of an IDL name (`FileServer` -> `file_server`).
@@ -368,7 +403,7 @@ impl Gen<'_> {
                 iface.name
             ),
         );
-        self.line(0, &format!("pub mod {} {{", snake(&iface.name)));
+        self.line(0, &format!("pub mod {} {{", module_name(&iface.name)));
         for op in &iface.ops {
             self.record(op);
         }
@@ -1052,6 +1087,9 @@ mod tests {
         assert_eq!(camel("pfs_get_direntries"), "PfsGetDirentries");
         assert_eq!(snake("FileServer"), "file_server");
         assert_eq!(snake("pfs"), "pfs");
+        assert_eq!(module_name("Fn"), "r#fn");
+        assert_eq!(module_name("AsyncIo"), "async_io");
+        assert_eq!(camel("self_"), "Self");
         let taken: HashSet<String> = ["t".to_string()].into();
         assert_eq!(fresh("t", &taken), "t_");
     }

@@ -5,7 +5,10 @@
 //! (decimal, `0x` hexadecimal, `0` octal as in C and CORBA, at most
 //! 2^64 - 1) and the punctuation of the language. `//` and `/* */`
 //! comments and white space are skipped. Positions are 1-based lines and
-//! columns counted in characters.
+//! columns counted in characters. A UTF-8 byte-order mark (U+FEFF) at the
+//! very start of the text is skipped and counts for no column, as editors
+//! that write one show the file; anywhere else it is an unexpected
+//! character.
 //!
 //! `<<` and `>>` are not tokens: `sequence<sequence<long>>` closes two
 //! sequences, and the constant-expression parser reads a shift as two
@@ -57,8 +60,13 @@ const SYMS: &[&str] = &[
     "&", "|", "^",
 ];
 
-/// Splits `src` into tokens, the last one [`Tok::Eof`].
+/// The byte-order mark, as a character.
+pub(crate) const BOM: char = '\u{feff}';
+
+/// Splits `src` into tokens, the last one [`Tok::Eof`]; a leading
+/// byte-order mark is no token and takes no column.
 pub(crate) fn lex(src: &str) -> Result<Vec<Token>, CompileError> {
+    let src = src.strip_prefix(BOM).unwrap_or(src);
     let mut lx = Lexer {
         chars: src.chars().collect(),
         i: 0,
@@ -106,6 +114,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, CompileError> {
                     pos,
                     "a character literal",
                     "constants are integers: write the character's code",
+                ),
+                BOM => CompileError::syntax(
+                    pos,
+                    "unexpected byte-order mark U+FEFF (one is allowed only at the start of the file)",
                 ),
                 c if c.is_control() => {
                     CompileError::syntax(pos, format!("unexpected character U+{:04X}", c as u32))
@@ -300,5 +312,33 @@ mod tests {
             lex("\n /* x").unwrap_err().to_string(),
             "2:2: `/*` comment is not closed"
         );
+    }
+
+    /// A leading byte-order mark is skipped and takes no column: positions
+    /// are those of the text without it, on its first line and after.
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let with = lex("\u{feff}int x;\n  long y;").unwrap();
+        assert_eq!(with, lex("int x;\n  long y;").unwrap());
+        assert_eq!((with[0].pos.line, with[0].pos.col), (1, 1));
+        assert_eq!((with[3].pos.line, with[3].pos.col), (2, 3));
+        assert_eq!(
+            lex("\u{feff}a @").unwrap_err().to_string(),
+            "1:3: unexpected character `@`"
+        );
+        assert_eq!(toks("\u{feff}"), vec![Tok::Eof]);
+        // Only at the very start: not after white space, not twice.
+        for (src, at) in [
+            (" \u{feff}a", "1:2"),
+            ("\u{feff}\u{feff}a", "1:1"),
+            ("a\u{feff}", "1:2"),
+        ] {
+            assert_eq!(
+                lex(src).unwrap_err().to_string(),
+                format!(
+                    "{at}: unexpected byte-order mark U+FEFF (one is allowed only at the start of the file)"
+                )
+            );
+        }
     }
 }

@@ -43,10 +43,11 @@ pub(crate) fn check(ast: &Ast, limits: &Limits) -> Result<Idl, CompileError> {
         names: HashMap::new(),
         folded: HashMap::new(),
         const_pos: Vec::new(),
+        field_pos: Vec::new(),
         idl: Idl::default(),
     };
     c.defs(&ast.defs, &[])?;
-    crate::clash::check(&c.idl, &c.const_pos)?;
+    crate::clash::check(&c.idl, &c.const_pos, &c.field_pos)?;
     Ok(c.idl)
 }
 
@@ -89,24 +90,21 @@ struct Checker<'a> {
     folded: HashMap<String, (String, Pos, &'static str)>,
     /// Each constant's position, in `idl.consts` order.
     const_pos: Vec<Pos>,
+    /// Each struct's fields' positions, in `idl.structs` order.
+    field_pos: Vec<Vec<Pos>>,
     idl: Idl,
 }
 
-/// Keywords of Rust and C (beyond the IDL's own): names the generated code
-/// could not use.
+/// Keywords of C (beyond the IDL's own): names the generated C could not
+/// use. Rust's are [`crate::gen_rust::RUST_KEYWORDS`].
 #[rustfmt::skip]
-const TARGET_KEYWORDS: &[&str] = &[
-    // Rust (strict and reserved).
-    "as", "async", "await", "box", "break", "const", "continue", "crate", "do", "dyn", "else",
-    "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let", "loop",
-    "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref", "return", "self",
-    "Self", "static", "struct", "super", "trait", "true", "try", "type", "typeof", "unsafe",
-    "unsized", "use", "virtual", "where", "while", "yield", "become", "abstract",
-    // C.
-    "auto", "bool", "case", "char", "default", "double", "float", "goto", "inline", "int",
-    "long", "register", "restrict", "short", "signed", "sizeof", "switch", "typedef", "union",
-    "unsigned", "void", "volatile", "_Bool", "_Complex", "_Imaginary", "_Alignas", "_Alignof",
-    "_Atomic", "_Generic", "_Noreturn", "_Static_assert", "_Thread_local",
+const C_KEYWORDS: &[&str] = &[
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
+    "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "_Bool", "_Complex", "_Imaginary",
+    "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn", "_Static_assert",
+    "_Thread_local",
 ];
 
 fn round_up(x: u64, a: u32) -> u64 {
@@ -179,7 +177,7 @@ impl Checker<'_> {
                 },
             ));
         }
-        if TARGET_KEYWORDS.contains(&name) {
+        if crate::gen_rust::RUST_KEYWORDS.contains(&name) || C_KEYWORDS.contains(&name) {
             return Err(CompileError::check(
                 pos,
                 format!(
@@ -529,6 +527,7 @@ impl Checker<'_> {
             ));
         }
         let id = self.idl.structs.len();
+        self.field_pos.push(field_pos);
         self.idl.structs.push(StructDef {
             name: full.clone(),
             fields,

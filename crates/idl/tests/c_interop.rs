@@ -1366,8 +1366,9 @@ fn gcc_compiles(dir: &Path, stem: &str, src: &str) {
 /// Files the front end accepts compile as C: operations named as the
 /// generator's own functions (`serve`, `dispatch`, `a` beside `a_server`,
 /// `f` beside `f_msg`), all-caps operations, a file name starting with a
-/// digit, constants named as the generated code's locals, typedef'd
-/// `[out]` arrays, a long flat constant chain.
+/// digit, constants named as the generated code's locals (and as
+/// parameters), typedef'd `[out]` arrays, a long flat constant chain,
+/// interfaces whose Rust modules are keywords (`Fn`).
 #[test]
 fn accepted_names_compile_as_c() {
     if !have_gcc("accepted_names_compile_as_c") {
@@ -1378,6 +1379,7 @@ fn accepted_names_compile_as_c() {
         ("names", "tests/idl/names.idl"),
         ("clash", "tests/idl/clash.idl"),
         ("19d5", "tests/idl/clash.idl"),
+        ("keywords", "tests/idl/keywords.idl"),
     ] {
         let src = std::fs::read_to_string(manifest().join(file)).expect("read idl");
         gcc_compiles(&dir.0, stem, &src);
@@ -1392,4 +1394,25 @@ fn accepted_names_compile_as_c() {
     for (k, src) in srcs.iter().enumerate() {
         gcc_compiles(&dir.0, &format!("case{k}"), src);
     }
+}
+
+/// The header #defines its include guard (`<STEM>_IDL_H`) before anything
+/// else, so a name of the file spelled like it would vanish from the
+/// header: the guard yields instead (`_` appended until no field,
+/// parameter, constant, ... takes it). tests/c/guard.idl names a field, a
+/// parameter and a constant as the guards `guard.h` would have; its C
+/// program names all three, compiles, and round-trips through the
+/// generated client and server.
+#[test]
+fn the_include_guard_yields_to_the_files_names() {
+    if !have_gcc("the_include_guard_yields_to_the_files_names") {
+        return;
+    }
+    let dir = TempDir::new("guard");
+    let src = std::fs::read_to_string(manifest().join("tests/c/guard.idl")).expect("read idl");
+    let exe = build(&dir, "guard", &src, "guard_test.c");
+    let h = std::fs::read_to_string(dir.0.join("guard.h")).expect("read guard.h");
+    assert!(h.contains("#ifndef GUARD_IDL_H___\n"), "{h}");
+    let out = Command::new(&exe).arg("c2c").output().expect("run");
+    check_output("guard_test c2c", &out);
 }

@@ -948,6 +948,18 @@ fn errors_render_the_line_and_a_caret() {
          \tvoid f([in] long *p);\n\
          \t                  ^\n"
     );
+    // A leading byte-order mark takes no column, and the caret agrees.
+    let src = "\u{feff}interface i { void f(@); };\n";
+    let e = idl::parse(src).unwrap_err();
+    assert_eq!(e.pos(), Pos { line: 1, col: 22 });
+    assert_eq!(
+        e.render(src),
+        "1:22: unexpected character `@`\ninterface i { void f(@); };\n                     ^\n"
+    );
+    assert_eq!(
+        without_pos(parse("\u{feff}interface i { void f(); };")),
+        without_pos(parse("interface i { void f(); };"))
+    );
 }
 
 #[test]
@@ -1172,6 +1184,114 @@ fn names_the_generated_code_would_merge_clash() {
     assert_eq!(
         (b.as_str(), a.as_str()),
         ("parameter `T` of `f`", "struct `T`")
+    );
+}
+
+/// A C program names a struct's fields and the entries of an
+/// `<iface>_impl` table; the header #defines key macros and constants. A
+/// member named as one of them would be replaced by the preprocessor
+/// (`p.I_F_KEY` is `p.0`; an entry `I_F_KEY` of a later interface's table
+/// breaks the header itself), so it is a clash. A parameter may share a
+/// constant's name (tests/c_interop.rs `accepted_names_compile_as_c`).
+#[test]
+fn members_named_as_macros_of_the_c_header_clash() {
+    let why = "the generated C header #defines";
+    for (src, second, sp, first, fp) in [
+        (
+            "interface I { long f([in] long x); };\nstruct P { long x; long I_F_KEY; };",
+            "field `I_F_KEY` of struct `P`",
+            at(2, 25),
+            "operation `f` of interface `I`",
+            at(1, 20),
+        ),
+        (
+            "struct P { long I_F_SIZE; };\ninterface I { long f([in] P p); };",
+            "operation `f` of interface `I`",
+            at(2, 20),
+            "field `I_F_SIZE` of struct `P`",
+            at(1, 17),
+        ),
+        (
+            "const long N = 3;\nstruct P { long x; long N; };",
+            "field `N` of struct `P`",
+            at(2, 25),
+            "constant `N`",
+            at(1, 12),
+        ),
+        (
+            "interface I { long f([in] long x); };\ninterface J { long I_F_KEY([in] long x); };",
+            "operation `I_F_KEY` of interface `J`",
+            at(2, 20),
+            "operation `f` of interface `I`",
+            at(1, 20),
+        ),
+        (
+            "interface I { long g([in] long x); };\nconst long g = 1;",
+            "constant `g`",
+            at(2, 12),
+            "operation `g` of interface `I`",
+            at(1, 20),
+        ),
+    ] {
+        assert_eq!(clash(src), (second.into(), sp, first.into(), fp), "{src}");
+        assert!(reject(src).contains(why), "{src}: {}", reject(src));
+    }
+    // Not members: a parameter named as a constant, a field named as a
+    // client stub (a function, not a macro).
+    parse("const long x = 5;\ninterface I { long f([in] long x); };");
+    parse("interface I { long f([in] long x); };\nstruct P { long I_f; };");
+}
+
+/// The generated Rust writes a keyword that a case conversion made as a
+/// raw identifier (an interface `Fn` is the module `r#fn`: tests/idl/
+/// keywords.idl, compiled and called in tests/roundtrip.rs); a path
+/// keyword cannot be raw (`r#self` is an error), so a name Rust would
+/// spell as one is reserved, at its place, naming what it would be.
+#[test]
+fn names_rust_would_spell_as_path_keywords_are_reserved() {
+    parse("interface Fn { };\ninterface Mod { };\ninterface Gen { };\nstruct Impl { long Type; };");
+    for (src, name, pos, why) in [
+        (
+            "interface SELF { };",
+            "SELF",
+            at(1, 11),
+            "interface `SELF` would be the Rust module `self`",
+        ),
+        (
+            "struct A { long x; };\ninterface Super { };",
+            "Super",
+            at(2, 11),
+            "interface `Super` would be the Rust module `super`",
+        ),
+        (
+            "interface Crate { };",
+            "Crate",
+            at(1, 11),
+            "interface `Crate` would be the Rust module `crate`",
+        ),
+        (
+            "struct self_ { long x; };",
+            "self_",
+            at(1, 8),
+            "struct `self_` would be the Rust type `Self`",
+        ),
+        (
+            "struct _Self { long x; };",
+            "_Self",
+            at(1, 8),
+            "struct `_Self` would be the Rust type `Self`",
+        ),
+    ] {
+        let e = idl::parse(src).expect_err(src);
+        assert_eq!(e.pos(), pos, "{src}: {e}");
+        assert!(
+            matches!(e.kind(), idl::error::ErrorKind::Reserved { name: n, why: w } if n == name && w.starts_with(why)),
+            "{src}: {e}"
+        );
+    }
+    assert_eq!(
+        reject("interface SELF { };"),
+        "1:11: `SELF` is reserved: interface `SELF` would be the Rust module `self`, a keyword that cannot be a raw identifier (`r#self` is an error); choose another name"
     );
 }
 

@@ -37,6 +37,11 @@ mod gen_clash {
     include!("idl/clash.rs");
 }
 
+#[allow(dead_code)]
+mod gen_keywords {
+    include!("idl/keywords.rs");
+}
+
 use gen_every::{Pair, Point, every};
 use gen_pfs::pfs;
 
@@ -50,6 +55,7 @@ fn generated_code_is_current() {
         ("tests/idl/every.idl", "tests/idl/every.rs"),
         ("tests/idl/names.idl", "tests/idl/names.rs"),
         ("tests/idl/clash.idl", "tests/idl/clash.rs"),
+        ("tests/idl/keywords.idl", "tests/idl/keywords.rs"),
         ("tests/idl/counts.idl", "tests/idl/counts.rs"),
     ] {
         let src = std::fs::read_to_string(root.join(idl_file)).expect("read idl");
@@ -849,4 +855,81 @@ fn colliding_names() {
         .join()
         .expect("server thread")
         .expect("server loop ends cleanly");
+}
+
+/// Servers of tests/idl/keywords.idl, whose interfaces' modules are Rust
+/// keywords (`r#fn`, `r#mod`, `r#gen`, `r#try`).
+struct Keywords;
+
+impl gen_keywords::r#fn::Server for Keywords {
+    fn call(&mut self, x: i32, i: gen_keywords::Impl) -> i32 {
+        x * 10 + i.Type
+    }
+}
+
+impl gen_keywords::r#mod::Server for Keywords {
+    fn set(&mut self, v: &mut i32) {
+        *v += 1;
+    }
+}
+
+impl gen_keywords::r#gen::Server for Keywords {
+    #[allow(non_snake_case)]
+    fn Async(&mut self, s: &str) -> bool {
+        s == "await"
+    }
+}
+
+impl gen_keywords::r#try::Server for Keywords {
+    fn again(&mut self, v: &mut OutSeq<'_, i32>) {
+        let _ = v.extend_from_slice(&[1, 2, 3]);
+    }
+}
+
+/// Runs `call` against `serve` over a fresh channel, the server in a
+/// thread, and checks that the server's loop ends cleanly.
+fn over_shm(serve: fn(&mut ServerEnd) -> Result<(), CallError>, call: impl FnOnce(&mut ClientEnd)) {
+    let (mut c, mut s) = shm::pair(&config()).expect("channel");
+    let server = std::thread::spawn(move || serve(&mut s));
+    call(&mut c);
+    drop(c);
+    server
+        .join()
+        .expect("server thread")
+        .expect("server loop ends cleanly");
+}
+
+#[test]
+fn interfaces_named_as_rust_keywords() {
+    use gen_keywords::{r#fn, r#gen, r#mod, r#try};
+    over_shm(
+        |s| r#fn::serve(&mut Keywords, s),
+        |c| {
+            let i = gen_keywords::Impl { Type: 4 };
+            assert_eq!(r#fn::call(c, 3, i).expect("call"), 34);
+        },
+    );
+    over_shm(
+        |s| r#mod::serve(&mut Keywords, s),
+        |c| {
+            let mut v = 41;
+            r#mod::set(c, &mut v).expect("set");
+            assert_eq!(v, 42);
+        },
+    );
+    over_shm(
+        |s| r#gen::serve(&mut Keywords, s),
+        |c| {
+            assert!(r#gen::Async(c, "await").expect("Async"));
+            assert!(!r#gen::Async(c, "yield").expect("Async"));
+        },
+    );
+    over_shm(
+        |s| r#try::serve(&mut Keywords, s),
+        |c| {
+            let mut v = Vec::new();
+            r#try::again(c, &mut v).expect("again");
+            assert_eq!(v, [1, 2, 3]);
+        },
+    );
 }
