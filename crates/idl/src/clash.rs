@@ -30,7 +30,8 @@ type Res<T> = Result<T, CompileError>;
 
 /// Names the C run time and the standard headers the generated C
 /// includes (`<stdint.h>`, `<stddef.h>`, `<stdbool.h>`, `<string.h>`)
-/// define, which an IDL name may not take.
+/// define, which an IDL name may not take (`<stdatomic.h>`'s, by prefix,
+/// in [`reserved`]).
 #[rustfmt::skip]
 const C_RESERVED: &[&str] = &[
     // <stdint.h>
@@ -69,6 +70,19 @@ pub(crate) fn reserved(name: &str) -> Option<String> {
     if C_RESERVED.contains(&name) || fixed(name) {
         return Some(format!(
             "`{name}` is defined by the C standard headers the generated code includes"
+        ));
+    }
+    // <stdatomic.h>, which idl_rt.h includes for C: its types and
+    // functions (`atomic_int`, `atomic_load`), its macros (`ATOMIC_VAR_INIT`,
+    // `ATOMIC_INT_LOCK_FREE`), `memory_order` and its constants, and
+    // `kill_dependency`; with the prefixes C11 (7.31.8) keeps for it.
+    if name.starts_with("atomic_")
+        || name.starts_with("ATOMIC_")
+        || name.starts_with("memory_order")
+        || name == "kill_dependency"
+    {
+        return Some(format!(
+            "`{name}` is <stdatomic.h>'s (the prefixes `atomic_`, `ATOMIC_` and `memory_order` are), which the C run time includes"
         ));
     }
     None

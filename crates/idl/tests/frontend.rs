@@ -1306,6 +1306,22 @@ fn names_of_the_run_time_and_c_headers_are_reserved() {
         ("struct memset { long x; };", "memset"),
         ("interface I { void f([in] long SIZE_MAX); };", "SIZE_MAX"),
         ("interface idl { };", "idl"),
+        // <stdatomic.h>, which idl_rt.h includes: each broke the
+        // generated C (a redefined type, a field the preprocessor
+        // replaces).
+        ("struct atomic_int { long x; };", "atomic_int"),
+        (
+            "struct S { long ATOMIC_INT_LOCK_FREE; };",
+            "ATOMIC_INT_LOCK_FREE",
+        ),
+        (
+            "const long memory_order_relaxed = 0;",
+            "memory_order_relaxed",
+        ),
+        (
+            "interface I { void kill_dependency(); };",
+            "kill_dependency",
+        ),
     ] {
         let e = idl::parse(src).expect_err(src);
         assert!(
