@@ -66,6 +66,35 @@ pub enum Error {
         /// The statement.
         pos: Pos,
     },
+    /// A process took more backward jumps on loops through no channel
+    /// operation than the runtime allows between two of its channel
+    /// operations
+    /// ([`Options::max_local_iterations`](crate::runtime::Options::max_local_iterations)):
+    /// a loop that never yields, or a finite one longer than the bound. The
+    /// process stays at `pos`, the loop's head; running again continues
+    /// the loop with a fresh count.
+    #[error(
+        "{pos}: process {process} ran more than {limit} loop iterations without a channel operation: a loop that never yields, or a finite one longer than the bound (raise it with --max-local-iterations, or Options::max_local_iterations)"
+    )]
+    Diverges {
+        /// The process.
+        process: String,
+        /// The head of the loop: the statement the last backward jump went to.
+        pos: Pos,
+        /// The bound.
+        limit: u64,
+    },
+    /// [`Backend::Automata`](crate::runtime::Backend::Automata) was given a
+    /// fast-path specification: the automaton is the whole program as one
+    /// state machine, with no fast paths to enter.
+    #[error(
+        "a fast-path specification ({}) cannot be used with the automata backend: the automaton compiles the whole program into one state machine and has no fast paths; run the specification on the native or interp backend, or the automaton without it",
+        fast_paths.join(", ")
+    )]
+    SpecWithAutomata {
+        /// The specification's fast paths, by name.
+        fast_paths: Vec<String>,
+    },
     /// A host function or callback failed (panicked or returned an error).
     #[error("host function {name}: {msg}")]
     Host {

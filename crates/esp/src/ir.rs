@@ -31,6 +31,17 @@ pub type ChanId = u32;
 /// A host function's index in [`Program::externs`].
 pub type ExternId = u32;
 
+/// The default bound on the backward jumps a process may take on loops
+/// through no channel operation between two of its channel operations
+/// ([`runtime::Options::max_local_iterations`](crate::runtime::Options::max_local_iterations)),
+/// and on the iterations of such loops in one entry of a fast path or the
+/// automaton
+/// ([`ExploreOptions::local_loop_bound`](crate::explore::ExploreOptions::local_loop_bound)).
+/// Far above what any program of this repository needs between two
+/// messages, and reached by a loop that never yields in well under a
+/// second of native code (a few seconds interpreted).
+pub const DEFAULT_MAX_LOCAL_ITERATIONS: u64 = 10_000_000;
+
 /// A position in a source file: 1-based line and column (in characters).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pos {

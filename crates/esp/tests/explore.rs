@@ -1087,6 +1087,81 @@ process R { var x; #2 while (true) { in(c, x); } }
     assert_eq!(g.counters, vec![65_536], "only c*'s counter");
 }
 
+/// A loop through no channel operation (one that may never yield) gets a
+/// counter bounded by `local_loop_bound`, in a fast path and in the
+/// automaton: past it the graph aborts at the loop's head, where the
+/// process-based code takes over and bounds the loop itself. A loop through
+/// a channel operation gets none of it.
+#[test]
+fn loops_that_never_yield_are_bounded_in_graphs() {
+    let src = "
+channel i(int) external in;
+channel o(int) external out;
+process P {
+  var x, n;
+  while (true) {
+    in(i, n);
+    x = 0;
+    while (x != n) { x = x + 1; }
+    out(o, x);
+  }
+}
+";
+    let p = esp::compile(src).unwrap();
+    let s = esp::spec::parse(
+        "fastpath f { process P { statement i, o; start i; follows (o i)*; } }",
+        &p,
+    )
+    .unwrap();
+    let options = ExploreOptions {
+        local_loop_bound: 40,
+        ..ExploreOptions::default()
+    };
+    let head = pc_at(&p, "P", 9, |k| matches!(k, NodeKind::Branch { .. }));
+    let x = Layout::of(&p).slot(0, 0) as usize;
+    for whole in [false, true] {
+        let mut g = if whole {
+            esp::automata::automaton(&p, &options).unwrap()
+        } else {
+            explore::fast_path(&p, &s.fastpaths[0], &options).unwrap()
+        };
+        assert_eq!(g.counters.last(), Some(&40), "whole {whole}");
+        for optimized in [false, true] {
+            if optimized {
+                esp::opt::optimize(&p, &mut g);
+            }
+            // 40 iterations are within the bound; -1 would take 2^64.
+            for (n, want) in [(40, None), (-1, Some(41))] {
+                let mut h = Host::new(&p, no_host);
+                h.push(&p, "i", &[n]);
+                let mut vars = vec![0; Layout::of(&p).slots as usize];
+                let mut pcs = vec![0; 1];
+                let leave = fp::run(&g, 0, &mut vars, &mut pcs, &mut h).unwrap();
+                let at = format!("whole {whole}, optimized {optimized}, n {n}");
+                match want {
+                    None => {
+                        assert_eq!(
+                            h.out[p.channel("o").unwrap() as usize],
+                            vec![vec![40]],
+                            "{at}"
+                        );
+                    }
+                    Some(x_at_abort) => {
+                        assert_eq!((leave, pcs[0]), (Leave::Abort, head), "{at}");
+                        assert_eq!(vars[x], x_at_abort, "{at}");
+                    }
+                }
+            }
+        }
+    }
+    // Without the inner loop no counter is added to the automaton, whose
+    // only loop goes through `in` and `out`.
+    let plain = src.replace("    while (x != n) { x = x + 1; }\n", "");
+    let p = esp::compile(&plain).unwrap();
+    let g = esp::automata::automaton(&p, &options).unwrap();
+    assert!(g.counters.is_empty(), "{:?}", g.counters);
+}
+
 // ---------------------------------------------------------------------------
 // Random programs and specifications (esp::random).
 

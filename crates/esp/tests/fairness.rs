@@ -74,6 +74,7 @@ fn slow_position(
             ..ExploreOptions::default()
         },
         refuse_every,
+        ..Options::default()
     };
     let mut m = Machine::new(program, options).unwrap();
     m.run().unwrap();
@@ -406,6 +407,7 @@ fn random_merges_serve_a_process_ready_for_ever_within_the_bound() {
                     ..ExploreOptions::default()
                 },
                 refuse_every,
+                ..Options::default()
             };
             let mut m = match Machine::new(program, options) {
                 Ok(m) => m,

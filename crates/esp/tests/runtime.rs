@@ -796,3 +796,195 @@ process R { var x; while (true) { alt { in(a, x) { } in(b, x) { } } } }
     );
     assert!(matches!(r, Err(Error::Unsupported { .. })), "{r:?}");
 }
+
+// -- Loops that never yield --------------------------------------------------
+
+/// `Counter` counts to each number it reads, in a loop through no channel
+/// operation: for a negative one it would count for 2^64 steps.
+const COUNTER: &str = "
+channel i(int) external in;
+channel o(int) external out;
+process Counter {
+  var x, n;
+  while (true) {
+    in(i, n);
+    x = 0;
+    while (x != n) { x = x + 1; }
+    out(o, x);
+  }
+}
+";
+
+/// A fast path over `Counter`'s messages, whose graph contains the loop.
+const COUNTER_FP: &str =
+    "fastpath f { process Counter { statement i, o; start i; follows (o i)*; } }";
+
+/// Every way `esp run` runs a program: each backend, and the two that take
+/// a specification with it.
+const CONFIGS: [(Backend, bool); 5] = [
+    (Backend::Interp, false),
+    (Backend::Native, false),
+    (Backend::Automata, false),
+    (Backend::Interp, true),
+    (Backend::Native, true),
+];
+
+fn bounded(src: &str, spec: Option<&str>, backend: Backend, limit: u64) -> Machine {
+    let program = compile(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let spec = spec.map(|s| esp::spec::parse(s, &program).unwrap_or_else(|e| panic!("{e}\n{s}")));
+    Machine::new(
+        program,
+        Options {
+            backend,
+            spec,
+            max_local_iterations: limit,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+/// The position of process `p`'s pc.
+fn at(m: &Machine, p: usize) -> (u32, u32) {
+    let pc = m.state().0[p];
+    let pos = m.program().processes[p].nodes[pc as usize].pos;
+    (pos.line, pos.col)
+}
+
+#[test]
+fn a_loop_that_never_yields_stops_the_run_with_the_process_and_the_loop() {
+    for (b, fp) in CONFIGS {
+        let mut m = bounded(COUNTER, fp.then_some(COUNTER_FP), b, 1000);
+        m.push("i", &[3, 5, -1, 7]).unwrap();
+        let e = m.run().unwrap_err();
+        match &e {
+            Error::Diverges {
+                process,
+                pos,
+                limit,
+            } => {
+                assert_eq!(process, "Counter");
+                assert_eq!((pos.line, pos.col, *limit), (9, 5, 1000), "{b:?} {fp}");
+            }
+            other => panic!("{b:?} {fp}: {other:?}"),
+        }
+        assert!(
+            e.to_string().starts_with(
+                "9:5: process Counter ran more than 1000 loop iterations without a channel operation"
+            ),
+            "{e}"
+        );
+        // The messages before the loop were delivered, and the process
+        // stays at the loop's head: running again goes on counting.
+        assert_eq!(m.take_output("o").unwrap(), vec![3, 5], "{b:?} {fp}");
+        assert_eq!(at(&m, 0), (9, 5), "{b:?} {fp}");
+        assert!(matches!(m.run(), Err(Error::Diverges { .. })), "{b:?} {fp}");
+        assert_eq!(at(&m, 0), (9, 5), "{b:?} {fp}");
+    }
+}
+
+/// The process-based backends count exactly: a loop of `n` iterations
+/// passes with a bound of `n` and is reported with `n - 1`; reported, it
+/// resumes where it stopped, with a fresh count, and computes what it
+/// would have. Graphs (fast paths, the automaton) never report a loop
+/// within the bound either.
+#[test]
+fn the_bound_is_exact_and_a_reported_loop_resumes_where_it_stopped() {
+    for (b, fp) in CONFIGS {
+        let mut m = bounded(COUNTER, fp.then_some(COUNTER_FP), b, 2500);
+        m.push("i", &[2500, 10, 2500]).unwrap();
+        assert_eq!(m.run(), Ok(Status::Input), "{b:?} {fp}");
+        assert_eq!(m.take_output("o").unwrap(), vec![2500, 10, 2500]);
+    }
+    for b in BACKENDS {
+        let mut m = bounded(COUNTER, None, b, 2499);
+        m.push("i", &[2500]).unwrap();
+        assert!(matches!(m.run(), Err(Error::Diverges { limit: 2499, .. })));
+        let mut m = bounded(COUNTER, None, b, 1000);
+        m.push("i", &[2500, 4]).unwrap();
+        // 1,000 iterations, 1,000 more, then the last 500 and the 4.
+        for _ in 0..2 {
+            assert!(matches!(m.run(), Err(Error::Diverges { limit: 1000, .. })));
+            assert_eq!(m.take_output("o").unwrap(), Vec::<i64>::new());
+        }
+        assert_eq!(m.run(), Ok(Status::Input), "{b:?}");
+        assert_eq!(m.take_output("o").unwrap(), vec![2500, 4], "{b:?}");
+    }
+}
+
+/// A loop through a statement where a fast path may start returns to the
+/// runtime on every iteration (to try the path); its count goes on across
+/// those returns rather than starting afresh.
+#[test]
+fn a_loop_through_a_fast_path_start_is_counted_across_the_returns() {
+    let src = "
+channel c(int);
+channel o(int) external out;
+process P { var x; out(o, 1); while (true) { #1 x = x + 1; } }
+process Q { var y; in(c, y); #2 out(o, y); }
+process R { out(c, 2); }
+";
+    // Q is never at #2 while P loops (P never yields): never entered.
+    let spec = "fastpath f {
+  process P { statement #1; start #1; }
+  process Q { statement #2; start #2; }
+}";
+    for b in BACKENDS {
+        let mut m = bounded(src, Some(spec), b, 100);
+        match m.run() {
+            Err(Error::Diverges { process, pos, .. }) => {
+                assert_eq!((process.as_str(), pos.line), ("P", 4), "{b:?}")
+            }
+            other => panic!("{b:?}: {other:?}"),
+        }
+        assert_eq!(m.stats().entries, 0);
+        assert_eq!(m.take_output("o").unwrap(), vec![1]);
+    }
+}
+
+/// A library host running untrusted programs gets the bound without asking.
+#[test]
+fn the_library_bounds_loops_by_default() {
+    assert_eq!(
+        Options::default().max_local_iterations,
+        esp::ir::DEFAULT_MAX_LOCAL_ITERATIONS
+    );
+    let mut m = machine(COUNTER, Backend::Native);
+    m.push("i", &[-1]).unwrap();
+    assert!(
+        matches!(
+            m.run(),
+            Err(Error::Diverges { limit, .. }) if limit == esp::ir::DEFAULT_MAX_LOCAL_ITERATIONS
+        ),
+        "the default bound stops a loop that never yields"
+    );
+}
+
+/// The automaton is the whole program, with no fast paths: a specification
+/// with it is refused by the library, with what to do instead, not ignored.
+#[test]
+fn the_automaton_backend_refuses_a_specification() {
+    let program = compile(COUNTER).unwrap();
+    let spec = esp::spec::parse(COUNTER_FP, &program).unwrap();
+    let e = Machine::new(
+        program,
+        Options {
+            backend: Backend::Automata,
+            spec: Some(spec),
+            ..Options::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        Error::SpecWithAutomata {
+            fast_paths: vec!["f".into()]
+        }
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("(f) cannot be used with the automata backend")
+            && text.contains("run the specification on the native or interp backend"),
+        "{text}"
+    );
+}

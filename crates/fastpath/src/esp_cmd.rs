@@ -11,9 +11,12 @@
 //!   external out message is printed as `CHAN v1 v2 ...` (or written to
 //!   `--out CHAN=PATH`). Host functions are defined as ESP expressions:
 //!   `--extern 'translate(a)=a + 0x100000'`. Flags that would be ignored
-//!   are refused: `--fastpath` with `--backend automata`, a second `--in`,
-//!   `--out` or `--extern` for one channel or function, `--in` on a
-//!   channel that is not `external in`.
+//!   are refused: `--fastpath` with `--backend automata` (the library's
+//!   `Error::SpecWithAutomata`), a second `--in`, `--out` or `--extern`
+//!   for one channel or function, `--in` on a channel that is not
+//!   `external in`. A process that runs more than `--max-local-iterations`
+//!   loop iterations without a channel operation (a loop that never
+//!   yields) stops the run with an error at the loop, exit status 1.
 //! - `check FILE` explores the program's states and reports deadlocks and
 //!   failed assertions with a shortest trace, within a state bound, a
 //!   memory budget and a step limit for local code, printing progress on
@@ -63,6 +66,13 @@ pub enum EspCmd {
         /// Print the run's statistics (fast-path entries, exits, aborts...).
         #[arg(long)]
         stats: bool,
+        /// How many loop iterations (backward jumps on loops through no
+        /// channel operation) a process may run between two of its channel
+        /// operations; one more stops the run with an error that names the
+        /// process and the loop: a loop that never yields. Fast paths and
+        /// the automaton abort to the process-based code past it.
+        #[arg(long, value_name = "N", default_value_t = esp::ir::DEFAULT_MAX_LOCAL_ITERATIONS)]
+        max_local_iterations: u64,
     },
     /// Explore the program's states: deadlocks and assertion failures.
     Check {
@@ -124,8 +134,11 @@ pub enum BackendArg {
     Automata,
 }
 
-/// Runs an `esp` subcommand.
+/// Runs an `esp` subcommand. With `check --json`, a failure (not a
+/// violation, which is the report's) also prints the CLI's JSON error
+/// object on standard output ([`crate::print_json_error`]).
 pub fn main(cmd: EspCmd) -> ExitCode {
+    let json = matches!(cmd, EspCmd::Check { json: true, .. });
     let result = match cmd {
         EspCmd::Run {
             file,
@@ -135,14 +148,18 @@ pub fn main(cmd: EspCmd) -> ExitCode {
             outputs,
             externs,
             stats,
+            max_local_iterations,
         } => run(
             &file,
             spec.as_deref(),
             backend,
-            &inputs,
-            &outputs,
-            &externs,
+            &Io {
+                inputs: &inputs,
+                outputs: &outputs,
+                externs: &externs,
+            },
             stats,
+            max_local_iterations,
         ),
         EspCmd::Check {
             file,
@@ -174,6 +191,9 @@ pub fn main(cmd: EspCmd) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fastpath esp: {e}");
+            if json {
+                crate::print_json_error("esp check", &e);
+            }
             ExitCode::FAILURE
         }
     }
@@ -187,7 +207,8 @@ fn at(file: &Path, e: &esp::Error) -> String {
         | Check { .. }
         | Spec { .. }
         | AssertionFailed { .. }
-        | DivisionByZero { .. } => {
+        | DivisionByZero { .. }
+        | Diverges { .. } => {
             format!("{}:{e}", file.display())
         }
         _ => format!("{}: {e}", file.display()),
@@ -383,22 +404,26 @@ fn parse_int(s: &str) -> Result<i64, String> {
     i64::try_from(v).map_err(|_| range())
 }
 
+/// `run`'s bindings of external channels and host functions, as given.
+struct Io<'a> {
+    inputs: &'a [String],
+    outputs: &'a [String],
+    externs: &'a [String],
+}
+
 fn run(
     file: &Path,
     spec: Option<&Path>,
     backend: BackendArg,
-    inputs: &[String],
-    outputs: &[String],
-    externs: &[String],
+    io: &Io<'_>,
     stats: bool,
+    max_local_iterations: u64,
 ) -> Result<ExitCode, String> {
-    if spec.is_some() && matches!(backend, BackendArg::Automata) {
-        // As `dump --automaton --fastpath`: the automaton is the whole
-        // program, with no fast paths to extract.
-        return Err(
-            "the argument '--backend automata' cannot be used with '--fastpath <SPEC>'".into(),
-        );
-    }
+    let Io {
+        inputs,
+        outputs,
+        externs,
+    } = *io;
     let program = load(file)?;
     let spec_file = spec;
     let spec = spec.map(|s| load_spec(s, &program)).transpose()?;
@@ -453,13 +478,16 @@ fn run(
         Options {
             backend,
             spec,
+            max_local_iterations,
             ..Options::default()
         },
     )
     .map_err(|e| match (&e, spec_file) {
         // Extraction checks the specification against the program: its
-        // positions are in the specification's file.
-        (esp::Error::Spec { .. }, Some(spec)) => at(spec, &e),
+        // positions are in the specification's file. The library refuses a
+        // specification with the automaton (the whole program, with no fast
+        // paths), before any input is read: that names the file too.
+        (esp::Error::Spec { .. } | esp::Error::SpecWithAutomata { .. }, Some(spec)) => at(spec, &e),
         _ => at(file, &e),
     })?;
     for f in host_fns {

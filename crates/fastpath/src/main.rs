@@ -23,7 +23,7 @@
 //!   "message": "..."}}`: `command` the words after `fastpath` that name
 //!   the subcommand (`demo`, `bench <suite>`, `filter check`, `filter
 //!   compile`, `filter match`, `applet examples`, `applet verify`, `ilp
-//!   demo`, `idl check`), `message` the text standard error gets after
+//!   demo`, `idl check`, `esp check`), `message` the text standard error gets after
 //!   `fastpath ...: `;
 //! - when the report itself records the failure, the report and no second
 //!   object: `applet verify` on a rejected class (`"verified": false` and

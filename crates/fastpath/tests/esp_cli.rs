@@ -103,7 +103,10 @@ fn run_streams_stdin_through_each_filter_program_on_every_backend() {
                 let (ok, out, err) = fastpath(&args, &stdin);
                 if with_spec && backend == "automata" {
                     // The automaton has no fast paths: refused, not ignored.
-                    assert!(!ok && err.contains("cannot be used with"), "{err}");
+                    assert!(
+                        !ok && err.contains("cannot be used with the automata backend"),
+                        "{err}"
+                    );
                     continue;
                 }
                 assert!(ok, "{} {args:?}: {err}", p.name);
@@ -485,6 +488,22 @@ fn check_json_is_one_object_for_scripts() {
     );
 }
 
+/// `check --json` on a program that does not compile: the CLI's JSON
+/// error object on stdout, with the message stderr gets (a violation is a
+/// report, above; this is a failure before there is one).
+#[test]
+fn check_json_on_an_error_prints_the_error_object() {
+    let tmp = Scratch::new();
+    let bad = tmp.file("bad_json.esp", "process P { var x; x = ; }");
+    let (ok, out, err) = fastpath(&["esp", "check", &bad, "--json"], "");
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("an error object on stdout");
+    assert_eq!(v["error"]["command"], "esp check");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("bad_json.esp:1:"), "{message}");
+    assert_eq!(err.trim_end(), format!("fastpath esp: {message}"));
+}
+
 #[test]
 fn check_stops_at_its_memory_budget_with_a_partial_report() {
     // Program 4 with up to 1000 input messages has far more states than
@@ -656,8 +675,11 @@ fn run_refuses_flags_it_would_ignore() {
         "1\n5\n",
     );
     assert!(!ok);
+    // The library refuses it (esp::Error::SpecWithAutomata), naming the
+    // specification's file and saying what to do instead.
     assert!(
-        err.contains("'--backend automata' cannot be used with '--fastpath <SPEC>'"),
+        err.contains("program1.fp: a fast-path specification (stream) cannot be used with the automata backend")
+            && err.contains("run the specification on the native or interp backend"),
         "{err}"
     );
     let (o1, o2) = (tmp.path("o1"), tmp.path("o2"));
@@ -717,4 +739,124 @@ fn run_refuses_flags_it_would_ignore() {
     );
     assert!(!ok);
     assert!(err.contains("f is defined twice"), "{err}");
+}
+
+/// The exit status, stdout and stderr of a run.
+fn fastpath_status(args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs fastpath");
+    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.unwrap(),
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A process looping for ever without a channel operation (which `esp
+/// check` reports) stops `esp run` on every backend, with and without a
+/// fast path whose graph contains the loop: an error at the loop, exit
+/// status 1 as for the other run-time errors, the output before it
+/// printed. `--max-local-iterations` sets the bound, exactly on the
+/// process-based backends; without it the default bound applies.
+#[test]
+fn run_stops_a_loop_that_never_yields_on_every_backend() {
+    let tmp = Scratch::new();
+    let src = tmp.file(
+        "spin.esp",
+        "channel o(int) external out;
+process P {
+  var x;
+  out(o, 1);
+  while (true) { x = x + 1; }
+}
+",
+    );
+    let spec = tmp.file(
+        "spin.fp",
+        "fastpath f { process P { statement o; start o; } }",
+    );
+    let want = format!(
+        "{src}:5:18: process P ran more than 1000 loop iterations without a channel operation"
+    );
+    for backend in ["interp", "native", "automata"] {
+        for with_spec in [false, true] {
+            if with_spec && backend == "automata" {
+                continue;
+            }
+            let mut args = vec![
+                "esp",
+                "run",
+                &src,
+                "--backend",
+                backend,
+                "--max-local-iterations",
+                "1000",
+            ];
+            if with_spec {
+                args.extend(["--fastpath", &spec]);
+            }
+            let (code, out, err) = fastpath_status(&args, "");
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert_eq!(out, "o 1\n", "{args:?}");
+            assert!(err.contains(&want), "{args:?}: {err}");
+            assert!(err.contains("--max-local-iterations"), "{err}");
+        }
+    }
+    let (code, _, err) = fastpath_status(&["esp", "run", &src], "");
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!(
+            "process P ran more than {} loop iterations",
+            esp::ir::DEFAULT_MAX_LOCAL_ITERATIONS
+        )),
+        "{err}"
+    );
+    // A finite loop of 5,000 iterations passes with a bound of 5,000 and
+    // is reported with 4,999.
+    let finite = tmp.file(
+        "finite.esp",
+        "channel o(int) external out;
+process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
+",
+    );
+    for backend in ["interp", "native"] {
+        let run = |n: &str| {
+            fastpath_status(
+                &[
+                    "esp",
+                    "run",
+                    &finite,
+                    "--backend",
+                    backend,
+                    "--max-local-iterations",
+                    n,
+                ],
+                "",
+            )
+        };
+        let (code, out, err) = run("5000");
+        assert_eq!((code, out.as_str()), (Some(0), "o 12497500\n"), "{err}");
+        let (code, out, err) = run("4999");
+        assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+        assert!(err.contains("2:23: process P ran more than 4999"), "{err}");
+    }
+    let (_, help, _) = fastpath_status(&["esp", "run", "--help"], "");
+    assert!(
+        help.contains("--max-local-iterations <N>")
+            && help.contains(&format!(
+                "[default: {}]",
+                esp::ir::DEFAULT_MAX_LOCAL_ITERATIONS
+            )),
+        "{help}"
+    );
 }

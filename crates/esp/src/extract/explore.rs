@@ -53,6 +53,13 @@
 //! specification does not list) gets a counter of its own with the same
 //! bound, so that no fast path can run unboundedly long and starve a
 //! process outside it (§4.4).
+//!
+//! A cycle that goes through no channel operation and no counter at all (a
+//! process's loop over local code, which may never yield) gets one more
+//! counter, bounded by [`ExploreOptions::local_loop_bound`], in fast paths
+//! and the automaton alike: past it the graph aborts at a control state of
+//! the loop, and the process-based code, which bounds such loops itself
+//! ([`crate::runtime`]), reports the loop if it goes on.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -77,6 +84,14 @@ pub struct ExploreOptions {
     /// The schedule [`automaton`](crate::automata::automaton) follows (fast paths always follow the
     /// default policy and the specification's `yield`s).
     pub automaton_schedule: Schedule,
+    /// The bound of the counter that every loop of the graph through no
+    /// channel operation (and no repetition counter) passes: a graph
+    /// aborts when such loops run more iterations than this in one entry,
+    /// so that a loop that never yields ends up in the process-based code,
+    /// which reports it. [`Machine::new`](crate::runtime::Machine::new)
+    /// sets it to
+    /// [`Options::max_local_iterations`](crate::runtime::Options::max_local_iterations).
+    pub local_loop_bound: u64,
 }
 
 impl Default for ExploreOptions {
@@ -85,6 +100,7 @@ impl Default for ExploreOptions {
             state_limit: 100_000,
             counter_bound: 65_536,
             automaton_schedule: Schedule::DownstreamFirst,
+            local_loop_bound: crate::ir::DEFAULT_MAX_LOCAL_ITERATIONS,
         }
     }
 }
@@ -502,9 +518,14 @@ impl<'a> Explorer<'a> {
             });
         }
         let mut bounds = vec![self.options.counter_bound; self.counters as usize];
+        let mut hook = vec![false; self.blocks.len()];
+        for h in &self.hooks {
+            hook[h.block as usize] = true;
+        }
         if !self.whole {
             self.count_loops(&mut bounds);
         }
+        self.count_local_loops(&hook, &mut bounds)?;
         let (blocks, entries) = tidy(self.blocks, self.entries, &self.is_state);
         self.blocks = blocks;
         self.entries = entries;
@@ -1378,6 +1399,106 @@ impl<'a> Explorer<'a> {
         if used {
             bounds.push(self.options.counter_bound);
         }
+    }
+}
+
+impl Explorer<'_> {
+    // --- loops that never yield ---------------------------------------------
+
+    /// Gives the cycles of the graph that pass no channel operation and no
+    /// counter (a process's loop through local code alone) a shared counter
+    /// bounded by [`ExploreOptions::local_loop_bound`], counted on every
+    /// edge that enters a control state from inside such a cycle's
+    /// component; past the bound the graph aborts at that state, and the
+    /// process-based code, which bounds such loops itself, takes over.
+    /// (Every cycle enters a control state: the code between them is
+    /// trees.) `hook[b]` marks the blocks whose jump completes a channel
+    /// operation.
+    fn count_local_loops(&mut self, hook: &[bool], bounds: &mut Vec<u64>) -> Result<()> {
+        let n = self.blocks.len();
+        let succs: Vec<Vec<usize>> = (0..n)
+            .map(|b| {
+                let mut t = self.blocks[b].term.clone();
+                local_targets(&mut t, hook.get(b).copied().unwrap_or(false))
+                    .into_iter()
+                    .map(|x| *x as usize)
+                    .filter(|&x| x < n)
+                    .collect()
+            })
+            .collect();
+        let mut comp = vec![usize::MAX; n];
+        let mut cyclic = Vec::new();
+        for c in crate::fp::sccs(&succs) {
+            if c.len() > 1 || succs[c[0]].contains(&c[0]) {
+                for &b in &c {
+                    comp[b] = cyclic.len();
+                }
+                cyclic.push(c);
+            }
+        }
+        if cyclic.is_empty() {
+            return Ok(());
+        }
+        let state_of: HashMap<BlockId, CState> =
+            self.states.iter().map(|(s, &b)| (b, s.clone())).collect();
+        let counter = bounds.len() as u32;
+        bounds.push(self.options.local_loop_bound);
+        let mut count_at: HashMap<BlockId, BlockId> = HashMap::new();
+        for c in &cyclic {
+            let mut counted = false;
+            for &u in c {
+                let mut term = std::mem::replace(&mut self.blocks[u].term, UNSET);
+                for t in local_targets(&mut term, hook.get(u).copied().unwrap_or(false)) {
+                    let v = *t as usize;
+                    if v >= n || comp[v] != comp[u] || !self.is_state[v] {
+                        continue;
+                    }
+                    let Some(s) = state_of.get(t) else { continue };
+                    let at = match count_at.get(t) {
+                        Some(&b) => b,
+                        None => {
+                            let over = self.leave(s, Leave::Abort);
+                            let b = self.block(String::new());
+                            self.term(
+                                b,
+                                Term::Count {
+                                    counter,
+                                    next: *t,
+                                    over,
+                                },
+                            );
+                            count_at.insert(*t, b);
+                            b
+                        }
+                    };
+                    *t = at;
+                    counted = true;
+                }
+                self.blocks[u].term = term;
+            }
+            if !counted {
+                return Err(Error::InvalidGraph {
+                    graph: self.name.clone(),
+                    msg: format!(
+                        "a loop through no channel operation (blocks {c:?}) enters no control state"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The targets of a terminator along which no channel operation completes
+/// and no counter counts: the edges of a loop that never yields. `hook`:
+/// the block's jump completes a channel operation.
+fn local_targets(t: &mut Term, hook: bool) -> Vec<&mut BlockId> {
+    match t {
+        Term::Jump(b) if !hook => vec![b],
+        Term::Jump(_) | Term::Send { .. } | Term::Leave { .. } => vec![],
+        Term::Branch { then, els, .. } => vec![then, els],
+        Term::Recv { empty, .. } => vec![empty],
+        Term::Count { over, .. } => vec![over],
     }
 }
 

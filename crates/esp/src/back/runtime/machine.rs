@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::explore;
 use crate::fp::{self, Graph, Leave};
 use crate::fpgen::{self, NativeGraph};
-use crate::interp::{self, Fault};
+use crate::interp::{self, Fault, LocalLoops};
 use crate::ir::{ChanId, ChanKind, ExternId, Layout, NodeKind, Pc, Program};
 use crate::native::{self, HostHooks, NativeProgram};
 use crate::opt;
@@ -95,6 +95,13 @@ pub struct Machine {
     /// (where it left a path), or `NONE`.
     suppress: Vec<u32>,
     stops: Vec<Vec<bool>>,
+    /// Each process's local loops (for the interpreter).
+    loops: Vec<LocalLoops>,
+    /// Per process: the backward jumps on local loops it may still take
+    /// before its next channel operation.
+    left: Vec<u64>,
+    /// [`Options::max_local_iterations`].
+    max_local: u64,
     native: Option<NativeProgram>,
     fast: Vec<FastPath>,
     automaton: Option<Automaton>,
@@ -119,7 +126,18 @@ impl Machine {
     /// Loads `program`: builds the scheduler's tables and compiles
     /// everything the backend needs (process code, fast paths, automaton).
     pub fn new(program: Program, options: Options) -> Result<Machine> {
+        if let (Backend::Automata, Some(spec)) = (options.backend, &options.spec) {
+            return Err(Error::SpecWithAutomata {
+                fast_paths: spec.fastpaths.iter().map(|f| f.name.clone()).collect(),
+            });
+        }
         validate(&program)?;
+        // The graphs' local loops abort to the process-based code past the
+        // same bound, which then counts them exactly.
+        let explore_options = explore::ExploreOptions {
+            local_loop_bound: options.max_local_iterations,
+            ..options.explore.clone()
+        };
         let layout = Layout::of(&program);
         let mut tables = Tables::new(&program, &layout);
         let nchan = program.channels.len();
@@ -177,9 +195,9 @@ impl Machine {
             .map(|p| vec![false; p.nodes.len()])
             .collect();
         let mut fast = Vec::new();
-        if let (Some(spec), false) = (&options.spec, options.backend == Backend::Automata) {
+        if let Some(spec) = &options.spec {
             for fpath in &spec.fastpaths {
-                let mut graph = explore::fast_path(&program, fpath, &options.explore)?;
+                let mut graph = explore::fast_path(&program, fpath, &explore_options)?;
                 opt::optimize(&program, &mut graph);
                 let native = match options.backend {
                     Backend::Native => Some(fpgen::compile(&graph, &program)?),
@@ -240,7 +258,7 @@ impl Machine {
         }
 
         let automaton = if options.backend == Backend::Automata {
-            let mut graph = crate::automata::automaton(&program, &options.explore)?;
+            let mut graph = crate::automata::automaton(&program, &explore_options)?;
             opt::optimize(&program, &mut graph);
             let native = fpgen::compile(&graph, &program)?;
             Some(Automaton {
@@ -288,6 +306,9 @@ impl Machine {
             alt_start: vec![0; tables.alts.len()],
             suppress: vec![NONE; n],
             stops,
+            loops: program.processes.iter().map(LocalLoops::of).collect(),
+            left: vec![options.max_local_iterations; n],
+            max_local: options.max_local_iterations,
             native,
             fast,
             automaton,
@@ -641,7 +662,7 @@ impl Machine {
 
     /// Runs process `p`'s local code from `pc`; returns where it stopped.
     fn exec(&mut self, p: usize, pc: Pc) -> Result<Pc> {
-        let fault = match &self.native {
+        let result = match &self.native {
             Some(code) => {
                 self.ctx.vars = self.vars.as_mut_ptr();
                 let ctx: *mut Ctx = &mut *self.ctx;
@@ -650,13 +671,14 @@ impl Machine {
                 // during the call; the hooks compiled into the code point
                 // into `self.host`, boxed and alive as long as `self`, and
                 // the machine holds no reference to it across the call.
-                let r = unsafe { code.run(ctx, p, pc) };
+                let r = unsafe { code.run(ctx, p, pc, &mut self.left[p]) };
                 let at = r & native::PC_MASK;
                 match r & !native::PC_MASK {
-                    native::STOP => return Ok(at),
-                    native::FAULT_ASSERT => Fault::Assert(at),
-                    native::FAULT_DIV => Fault::DivisionByZero(at),
-                    native::FAULT_HOST => Fault::Host(at),
+                    native::STOP => Ok(at),
+                    native::FAULT_ASSERT => Err(Fault::Assert(at)),
+                    native::FAULT_DIV => Err(Fault::DivisionByZero(at)),
+                    native::FAULT_HOST => Err(Fault::Host(at)),
+                    native::FAULT_LOOP => Err(Fault::Diverges(at)),
                     _ => {
                         return Err(Error::Unsupported {
                             backend: "native",
@@ -673,15 +695,37 @@ impl Machine {
                 let base = self.layout.base[p] as usize;
                 let vars = &mut self.vars[base..base + process.vars.len()];
                 let host = &mut self.host;
-                match interp::run_local(process, pc, vars, &self.stops[p], &mut |f, a| {
-                    host.call(f, a)
-                }) {
-                    Ok(at) => return Ok(at),
-                    Err(f) => f,
-                }
+                interp::run_local(
+                    process,
+                    pc,
+                    vars,
+                    &self.stops[p],
+                    &self.loops[p],
+                    &mut self.left[p],
+                    &mut |f, a| host.call(f, a),
+                )
             }
         };
-        Err(self.fault_error(p, fault))
+        match result {
+            Ok(at) => {
+                // A channel operation, an `alt` or the end comes next: the
+                // count starts afresh after it. (Only a process that took a
+                // counted jump has anything to refill.)
+                if self.left[p] != self.max_local && !matches!(self.tables.tag(p, at), Tag::Code) {
+                    self.left[p] = self.max_local;
+                }
+                Ok(at)
+            }
+            Err(fault) => {
+                if let Fault::Diverges(at) = fault {
+                    // The process is at the loop's head, exactly: running
+                    // again goes on from there with a fresh count.
+                    self.set_pc(p, at);
+                    self.left[p] = self.max_local;
+                }
+                Err(self.fault_error(p, fault))
+            }
+        }
     }
 
     fn fault_error(&mut self, p: usize, fault: Fault) -> Error {
@@ -706,6 +750,11 @@ impl Machine {
                 name: "?".into(),
                 msg: "failed".into(),
             }),
+            Fault::Diverges(pc) => Error::Diverges {
+                process: process.name.clone(),
+                pos: pos_of(pc),
+                limit: self.max_local,
+            },
         }
     }
 
@@ -950,6 +999,8 @@ impl Machine {
             self.status[q] = St::Ready;
             self.ready.push_back(q as u32);
             self.suppress[q] = self.pcs[q];
+            // The path counted its own local loops (per entry).
+            self.left[q] = self.max_local;
         }
         self.fast[fi].procs = procs;
         let leave = leave?;
@@ -1019,6 +1070,7 @@ impl Machine {
         for p in 0..self.status.len() {
             self.status[p] = St::Ready;
             self.ready.push_back(p as u32);
+            self.left[p] = self.max_local;
         }
     }
 

@@ -21,8 +21,31 @@
 //!   every process blocked on an external in that may now have input (its
 //!   queue is not empty, or it is bound to a callback) is made ready again.
 //! - Errors stop the run: a failed assertion, a division by zero, a host
-//!   function that panicked or is not bound. The faulting process stays at
-//!   the faulting statement, first in the ready list.
+//!   function that panicked or is not bound, a loop that never yields. The
+//!   faulting process stays at the faulting statement, first in the ready
+//!   list.
+//!
+//! ## Loops that never yield
+//! A process runs until it blocks, so a loop through no channel operation
+//! would hold the processor for ever. Each process has a budget of
+//! [`Options::max_local_iterations`] backward jumps on such loops
+//! ([`LocalLoops`](crate::interp::LocalLoops)), refilled whenever it
+//! reaches a channel operation, an `alt` or its end; the interpreter and
+//! the native code count the same jumps (the native code one `sub` and one
+//! `jb` per jump, in a register; a process without such loops counts
+//! nothing), and with the budget spent the run stops with
+//! [`Error::Diverges`](crate::Error::Diverges) naming the process and the
+//! loop's head, where the process stays: running again continues the loop
+//! with a fresh budget. Steps between channel operations are what is
+//! bounded, not the run's length: a program that streams input for ever is
+//! no error. Fast paths and the automaton count the iterations of their
+//! graphs' loops through no channel operation per entry (per run, for the
+//! automaton) against the same bound, so a count costs nothing at channel
+//! operations; past it they abort, and the process-based code takes over
+//! with a full budget and reports the loop if it goes on. A graph whose
+//! local loops legitimately run longer than the bound in one entry only
+//! loses its speed (the automaton is then abandoned for the process-based
+//! code, as after any abort).
 //!
 //! ## Fast paths (§3-§4)
 //! With a specification, each fast path is extracted
@@ -101,7 +124,8 @@ pub enum Backend {
     Native,
     /// The whole program as one native state machine (programs without
     /// `alt` only); the process-based native code takes over if it aborts.
-    /// A specification is ignored.
+    /// It has no fast paths: [`Machine::new`] refuses a specification with
+    /// [`Error::SpecWithAutomata`](crate::Error::SpecWithAutomata).
     Automata,
 }
 
@@ -119,6 +143,15 @@ pub struct Options {
     /// every `refuse_every`-th eligible entry, and any path on its first
     /// eligible entry after an abort (§4.4); 0 never refuses.
     pub refuse_every: u32,
+    /// How many backward jumps on loops through no channel operation
+    /// ([`LocalLoops`](crate::interp::LocalLoops)) a process may take
+    /// between two of its channel operations; one more stops the run with
+    /// [`Error::Diverges`](crate::Error::Diverges). Fast paths and the
+    /// automaton count the iterations of such loops per entry against the
+    /// same bound and abort past it (see the module docs). Default
+    /// [`DEFAULT_MAX_LOCAL_ITERATIONS`](crate::ir::DEFAULT_MAX_LOCAL_ITERATIONS);
+    /// `u64::MAX` is, in practice, no bound.
+    pub max_local_iterations: u64,
 }
 
 impl Default for Options {
@@ -128,6 +161,7 @@ impl Default for Options {
             spec: None,
             explore: ExploreOptions::default(),
             refuse_every: 8,
+            max_local_iterations: crate::ir::DEFAULT_MAX_LOCAL_ITERATIONS,
         }
     }
 }
