@@ -238,6 +238,47 @@ process P {
     }
 }
 
+/// A fault leaves the process at the faulting statement, with what its
+/// local code did before it: running again retries that statement, and
+/// does not run the code before it a second time (`x = x + 1` twice, which
+/// it once did, from where the local code had started).
+#[test]
+fn running_again_after_a_fault_retries_the_faulting_statement() {
+    let src = "
+channel i(int) external in;
+channel o(int) external out;
+extern f(int);
+process P {
+  var x, y;
+  while (true) {
+    in(i, x);
+    x = x + 1;
+    y = f(x);
+    out(o, x);
+  }
+}
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        let calls = Rc::new(RefCell::new(Vec::new()));
+        let c = calls.clone();
+        m.bind_extern_fallible("f", move |a| {
+            c.borrow_mut().push(a[0]);
+            if c.borrow().len() == 1 {
+                Err("not yet".into())
+            } else {
+                Ok(0)
+            }
+        })
+        .unwrap();
+        m.push("i", &[5]).unwrap();
+        assert!(matches!(m.run(), Err(Error::Host { .. })), "{b:?}");
+        assert_eq!(m.run().unwrap(), Status::Input, "{b:?}");
+        assert_eq!(m.take_output("o").unwrap(), [6], "{b:?}");
+        assert_eq!(*calls.borrow(), [6, 6], "{b:?}");
+    }
+}
+
 #[test]
 fn arithmetic_is_wrapping_64_bit_and_min_over_minus_one_does_not_trap() {
     let src = "

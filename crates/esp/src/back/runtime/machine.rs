@@ -717,10 +717,18 @@ impl Machine {
                 Ok(at)
             }
             Err(fault) => {
-                if let Fault::Diverges(at) = fault {
-                    // The process is at the loop's head, exactly: running
-                    // again goes on from there with a fresh count.
-                    self.set_pc(p, at);
+                // The process stays at the faulting statement, which has not
+                // run (the local code before it has): running again retries
+                // it, rather than running that code a second time from
+                // where it started (a host call twice, a variable
+                // incremented twice).
+                let (Fault::Assert(at)
+                | Fault::DivisionByZero(at)
+                | Fault::Host(at)
+                | Fault::Diverges(at)) = fault;
+                self.set_pc(p, at);
+                if let Fault::Diverges(_) = fault {
+                    // At the loop's head: it goes on with a fresh count.
                     self.left[p] = self.max_local;
                 }
                 Err(self.fault_error(p, fault))
