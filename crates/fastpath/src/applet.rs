@@ -50,7 +50,7 @@ use clap::{Subcommand, ValueEnum};
 use jive::bytecode;
 use jive::classfile::{self, ClassFile};
 use jive::subset::{FieldType, Prim};
-use jive::{Applet, Engine, InvokeError, Limits, LoadError, Natives};
+use jive::{Applet, Engine, Limits, LoadError, Natives};
 use serde_json::json;
 use unet::natives::{HostError, NativeHost, RxBody};
 
@@ -651,19 +651,9 @@ fn run(
     };
     let ran = describe_engine(&mut applet, engine).map_err(at)?;
     let m = applet.method(method).map_err(|e| at(e.to_string()))?;
-    if m.arity() != args.len() {
-        let id = applet
-            .program()
-            .info
-            .method(method)
-            .map_or_else(|| method.to_owned(), |(_, info)| info.id());
-        return Err(at(InvokeError::ArgumentCount {
-            method: id,
-            expected: m.arity(),
-            given: args.len(),
-        }
-        .to_string()));
-    }
+    applet
+        .check_call(&m, args.len())
+        .map_err(|e| at(e.to_string()))?;
     // The engine puts each arriving message into RxBuf before doRx.
     let rx_buf = if endpoint && method == "doRx" && applet.static_bytes_field("RxBuf").is_ok() {
         let len = args.first().copied().unwrap_or(0).clamp(0, 1 << 16) as usize;

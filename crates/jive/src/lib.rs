@@ -987,9 +987,7 @@ impl Applet {
         args: &[i32],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Outcome, InvokeError> {
-        if args.len() != m.arity || m.applet != self.id {
-            return Err(self.refuse(m, args.len()));
-        }
+        self.check_call(m, args.len())?;
         match self.call_jit(m, args, host) {
             Ok(Ok(v)) => {
                 let fuel_used = self.jit.as_ref().map_or(0, |j| j.fuel_used(&self.prog));
@@ -1411,6 +1409,17 @@ impl Applet {
         let mut full = [0i32; Method::MAX_ARGS + 1];
         let n = m.fill_args(&mut full, self.instance, args);
         self.run_with(usize::from(m.idx), &full[..n], host)
+    }
+
+    /// Whether [`Applet::call`] takes `m` with `given` arguments: the
+    /// error it would return, for a host that checks before it does
+    /// anything else (`fastpath applet run` refuses before any output).
+    #[inline]
+    pub fn check_call(&self, m: &Method, given: usize) -> Result<(), InvokeError> {
+        if given != m.arity || m.applet != self.id {
+            return Err(self.refuse(m, given));
+        }
+        Ok(())
     }
 
     /// Why [`Applet::call`] refuses `m` with `given` arguments.
