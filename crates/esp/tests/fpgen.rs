@@ -1616,3 +1616,213 @@ fn random_program_fast_paths_agree_everywhere() {
     }
     assert!(graphs > 200, "only {graphs} graphs extracted");
 }
+
+// -- Counted loops: the count charged at the loop's entry ------------------------------------------
+
+/// Programs with loops that never yield of every shape the charge handles
+/// or must refuse; each reads `(n, stop)` pairs and sends `(k, s)`.
+/// `charged` is the number of loops whose count a graph of the program
+/// charges at their entry.
+const COUNTED: [(&str, &str, usize); 12] = [
+    (
+        "up to n",
+        "k = 0; while (k < n) { s = s + k; k = k + 1; }",
+        1,
+    ),
+    ("until equal (wraps)", "k = 0; while (k != n) { k = k + 1; }", 1),
+    (
+        "down to 0",
+        "k = n; while (k > 0) { k = k - 1; s = s + k; }",
+        1,
+    ),
+    (
+        "up to a constant, `<=`",
+        "k = n; while (k <= 30) { s = s + k; k = 1 + k; }",
+        1,
+    ),
+    (
+        "break, then a loop that is not counted",
+        "k = 0; while (k < n) { if (k == stop) { break; } s = s + k; k = k + 1; }
+         x = n; while (x > 0) { x = x - 2; }",
+        1,
+    ),
+    (
+        "increment, then break",
+        "k = 0; while (k < n) { k = k + 1; if (k == stop) { break; } s = s + k; }
+         x = n; while (x > 0) { x = x - 2; }",
+        1,
+    ),
+    (
+        "the bound changes in the body",
+        "k = 0; while (k < n) { k = k + 1; n = n - 1; }",
+        0,
+    ),
+    (
+        "the induction variable changes twice",
+        "k = 0; while (k < n) { k = k + 1; if (s & 1) { k = k + 1; } s = s + 1; }",
+        0,
+    ),
+    (
+        "nested: the inner loop",
+        "k = 0; while (k < n) { x = 0; while (x < stop) { s = s + x; x = x + 1; } k = k + 1; }",
+        1,
+    ),
+    (
+        "a branch in the body: two counts an iteration",
+        "k = 0; while (k < n) { if (k & 1) { s = s + 3; x = x ^ s; } else { s = s * 5; } k = k + 1; }",
+        1,
+    ),
+    (
+        "a branch in the body, break in one arm",
+        "k = 0; while (k < n) { if (k & 1) { s = s + 3; if (s > stop) { break; } } else { s = s * 5; } k = k + 1; }
+         x = stop; while (x > 0) { x = x - 3; }",
+        1,
+    ),
+    (
+        "more values than registers: the counter in memory",
+        "k = 0; while (k < n) { if (a == stop) { break; } a = a * a + a + k; b = b * b + b + a;
+           c = c * c + c + b; d = d * d + d + c; e = e * e + e + d; f = f * f + f + e;
+           x = x * x + x + f; s = s * s + s + x; k = k + 1; }
+         x = n; while (x > 0) { x = x - 2; }",
+        1,
+    ),
+];
+
+fn counted_program(body: &str) -> Program {
+    let src = format!(
+        "channel i(int, int) external in;
+channel o(int, int) external out;
+process P {{
+  var s, k, n, stop, x, a, b, c, d, e, f;
+  while (true) {{
+    in(i, n, stop);
+    {body}
+    out(o, k, s);
+  }}
+}}"
+    );
+    esp::compile(&src).unwrap_or_else(|e| panic!("{e}\n{src}"))
+}
+
+/// A counted loop's count charged once at its entry counts exactly what
+/// counting every iteration counts: the automaton and a fast path of each
+/// program, with a bound of 40 shared by every loop of an entry, on inputs
+/// of several messages whose loops run from 0 to past the bound (and
+/// `n = -1`, which for `!=` would take 2^64 iterations), with early exits
+/// that must give back what they did not run: the same messages, the same
+/// leave at the same pcs and the same variables as the graph interpreter
+/// and as the code counting every iteration; and the graphs of the loops
+/// it must refuse (the bound or the induction variable changing in the
+/// body, an outer loop around another) are not charged.
+#[test]
+fn counted_loops_charged_at_entry_count_exactly() {
+    let bound = 40;
+    let explore = esp::explore::ExploreOptions {
+        local_loop_bound: bound,
+        ..Default::default()
+    };
+    let per_iteration = fpgen::Options {
+        charge_counted_loops: false,
+    };
+    for (what, body, charged) in COUNTED {
+        let program = counted_program(body);
+        let lv = Liveness::of(&program);
+        let spec = esp::spec::parse(
+            "fastpath f { process P { statement i, o; start i; follows (o i)*; } }",
+            &program,
+        )
+        .unwrap();
+        let mut graphs = vec![(
+            "automaton",
+            esp::automata::automaton(&program, &explore).unwrap(),
+        )];
+        graphs.push((
+            "fast path",
+            esp::explore::fast_path(&program, &spec.fastpaths[0], &explore).unwrap(),
+        ));
+        let chan = program.channel("i").unwrap() as usize;
+        let slots = Layout::of(&program).slots as usize;
+        for (kind, mut g) in graphs {
+            opt::optimize(&program, &mut g);
+            let at = format!("{what}, {kind}");
+            let code = fpgen::compile(&g, &program).unwrap();
+            let plain = fpgen::compile_with(&g, &program, &per_iteration).unwrap();
+            assert_eq!(
+                code.charged_loops(),
+                charged,
+                "{at}\n{}",
+                g.display(&program)
+            );
+            assert_eq!(plain.charged_loops(), 0, "{at}");
+            if std::env::var_os("ESP_COUNTED_LISTING").is_some() {
+                println!("== {at}\n{}\n{}", g.display(&program), code.listing());
+            }
+            let mut r = Rng(0x5EED ^ what.len() as u64);
+            let mut leaves = std::collections::HashSet::new();
+            for trial in 0..400 {
+                let msgs = 1 + r.below(5) as usize;
+                let mut fields = Vec::new();
+                for _ in 0..msgs {
+                    let n = match r.below(10) {
+                        0 => -1,
+                        1 => bound as i64,
+                        2 => bound as i64 + 1,
+                        3 => bound as i64 - 1,
+                        _ => r.below(bound + 8) as i64,
+                    };
+                    let stop = r.below(bound + 4) as i64 - 2;
+                    fields.extend([n, stop]);
+                }
+                // On the fast path, the first message is the start's.
+                let mut input = vec![Vec::new(); program.channels.len()];
+                input[chan] = fields;
+                let vars = vec![0i64; slots];
+                let want = interpret(&g, &program, 0, &vars, &input)
+                    .unwrap_or_else(|e| panic!("{at}, trial {trial}: {e}"));
+                let w = live_view(&program, &lv, &want);
+                leaves.insert(format!("{:?} at {:?}", want.leave, want.pcs));
+                for ports in [Ports::Windows, Ports::Callbacks] {
+                    for (name, c) in [("charged", &code), ("per iteration", &plain)] {
+                        let got = native(c, &program, 0, &vars, &input, ports);
+                        assert_eq!(
+                            w,
+                            live_view(&program, &lv, &got),
+                            "{at}, trial {trial}, {name}, {ports:?}, input {:?}\n{}",
+                            input[chan],
+                            g.display(&program)
+                        );
+                    }
+                }
+            }
+            // Runs that stop for input and runs that abort past the bound.
+            assert!(
+                leaves.len() >= 2,
+                "{at}: runs within and past the bound: {leaves:?}"
+            );
+        }
+    }
+    // The filter programs have no loop that never yields: their code is
+    // what it was.
+    for fpp in esp::filters::PROGRAMS.iter() {
+        let program = esp::compile(fpp.source).unwrap();
+        let spec = esp::spec::parse(fpp.spec, &program).unwrap();
+        let mut graphs: Vec<Graph> = spec
+            .fastpaths
+            .iter()
+            .map(|f| esp::explore::fast_path(&program, f, &Default::default()).unwrap())
+            .collect();
+        graphs.extend(esp::automata::automaton(&program, &Default::default()));
+        for mut g in graphs {
+            opt::optimize(&program, &mut g);
+            let code = fpgen::compile(&g, &program).unwrap();
+            let plain = fpgen::compile_with(&g, &program, &per_iteration).unwrap();
+            assert_eq!(code.charged_loops(), 0, "{}", g.name);
+            assert_eq!(
+                (code.instructions(), code.code_bytes()),
+                (plain.instructions(), plain.code_bytes()),
+                "{}",
+                g.name
+            );
+        }
+    }
+}

@@ -1029,3 +1029,237 @@ fn the_automaton_backend_refuses_a_specification() {
         "{text}"
     );
 }
+
+// -- Counted loops: the count charged at the loop's entry ------------------------------------
+
+/// A counted loop (`while (k < n)` with `k = k + 1` its only change), which
+/// the compiled graphs charge once at its entry rather than per iteration.
+const SUM: &str = "
+channel i(int) external in;
+channel o(int) external out;
+process Sum {
+  var s, k, n;
+  while (true) {
+    in(i, n);
+    s = 0; k = 0;
+    while (k < n) { s = s + k; k = k + 1; }
+    out(o, s);
+  }
+}
+";
+
+const SUM_FP: &str = "fastpath f { process Sum { statement i, o; start i; follows (o i)*; } }";
+
+fn sum_below(n: u64) -> i64 {
+    (0..n as i64).sum()
+}
+
+/// On the process-based backends a counted loop of exactly the bound
+/// passes and one more iteration stops at the loop's head, resumable; in a
+/// graph (a fast path, the automaton) it passes without an abort, one more
+/// aborts to the process-based code, which finishes it with a full budget,
+/// so that `2 * bound + 1` iterations pass and one more stops at the head:
+/// the charge at the loop's entry keeps every one of these points.
+#[test]
+fn a_counted_loop_of_the_bound_passes_and_one_more_is_stopped_on_every_backend() {
+    let bound = 300u64;
+    for (b, fp) in CONFIGS {
+        let graph = fp || b == Backend::Automata;
+        let at = format!("{b:?}, fast path {fp}");
+        let run = |n: u64| {
+            let mut m = bounded(SUM, fp.then_some(SUM_FP), b, bound);
+            m.push("i", &[n as i64]).unwrap();
+            let r = m.run();
+            (m, r)
+        };
+        let (mut m, r) = run(bound);
+        assert_eq!(r, Ok(Status::Input), "{at}");
+        assert_eq!(m.take_output("o").unwrap(), vec![sum_below(bound)], "{at}");
+        let aborts = m.stats().aborts;
+        let (mut m, r) = run(bound + 1);
+        let stopped_at = if graph {
+            assert_eq!(r, Ok(Status::Input), "{at}");
+            if b == Backend::Automata {
+                // (A fast path also aborts at the empty queue after it.)
+                assert_eq!(
+                    (aborts, m.stats().aborts),
+                    (0, 1),
+                    "{at}: one abort, at the loop"
+                );
+            }
+            assert_eq!(m.take_output("o").unwrap(), vec![sum_below(bound + 1)]);
+            let (mut m, r) = run(2 * bound + 1);
+            assert_eq!(r, Ok(Status::Input), "{at}");
+            assert_eq!(m.take_output("o").unwrap(), vec![sum_below(2 * bound + 1)]);
+            2 * bound + 2
+        } else {
+            drop(r);
+            bound + 1
+        };
+        let (mut m, r) = run(stopped_at);
+        match r {
+            Err(Error::Diverges {
+                process,
+                pos,
+                limit,
+            }) => {
+                assert_eq!(
+                    (process.as_str(), pos.line, pos.col, limit),
+                    ("Sum", 9, 5, bound),
+                    "{at}"
+                )
+            }
+            other => panic!("{at}: {other:?}"),
+        }
+        assert_eq!(m.take_output("o").unwrap(), Vec::<i64>::new(), "{at}");
+        assert_eq!(at_pos(&m), (9, 5), "{at}");
+        // Running again goes on from the head and finishes the loop.
+        assert_eq!(m.run(), Ok(Status::Input), "{at}");
+        assert_eq!(
+            m.take_output("o").unwrap(),
+            vec![sum_below(stopped_at)],
+            "{at}"
+        );
+    }
+}
+
+fn at_pos(m: &Machine) -> (u32, u32) {
+    at(m, 0)
+}
+
+/// Loops of every shape the charge handles or must refuse, each reading
+/// `(n, stop)` and sending `(k, s)`.
+const SHAPES: [&str; 7] = [
+    // Counted, until equal: `n = -1` never ends.
+    "k = 0; while (k != n) { s = s + 1; k = k + 1; }",
+    // A break, then a loop that is not counted (the refund of the first
+    // decides where the second stops).
+    "k = 0; while (k < n) { if (k == stop) { break; } s = s + k; k = k + 1; }
+     x = n; while (x > 0) { x = x - 2; }",
+    // The increment before the break.
+    "k = 0; while (k < n) { k = k + 1; if (k == stop) { break; } s = s + k; }
+     x = stop; while (x > 0) { x = x - 3; }",
+    // The bound changes in the body: not counted.
+    "k = 0; while (k < n) { k = k + 1; n = n - 1; s = s + n; }",
+    // Nested: the inner loop is counted, the outer is not.
+    "k = 0; while (k < n) { x = 0; while (x < stop) { s = s + x; x = x + 1; } k = k + 1; }",
+    // A branch in the body (two counts a way round in a graph), a break in
+    // one arm.
+    "k = 0; while (k < n) { if (k & 1) { s = s + 3; if (s > stop) { break; } } else { s = s - 1; } k = k + 1; }
+     x = stop; while (x > 0) { x = x - 3; }",
+    // Counting down to a constant.
+    "k = n; while (k > 0) { k = k - 1; s = s + k; }",
+];
+
+/// Runs `m` on `input` to the end, running again after each report of a
+/// loop that never yields (at most `runs` times): what happened, in order,
+/// and the messages sent.
+fn drive(m: &mut Machine, input: &[i64], runs: usize) -> (Vec<String>, Vec<i64>) {
+    m.push("i", input).unwrap();
+    let mut events = Vec::new();
+    let mut sent = Vec::new();
+    for _ in 0..runs {
+        let r = m.run();
+        sent.extend(m.take_output("o").unwrap());
+        match r {
+            Err(Error::Diverges { process, pos, .. }) => events.push(format!(
+                "diverges {process} {}:{} after {} fields",
+                pos.line,
+                pos.col,
+                sent.len()
+            )),
+            other => {
+                events.push(format!("{other:?}"));
+                break;
+            }
+        }
+    }
+    (events, sent)
+}
+
+/// The same programs on every backend, with and without fast paths, on
+/// random inputs whose loops run from 0 to past twice the bound (and for
+/// ever): the same messages in the end, the same first report of a loop
+/// that never yields (the same loop, after the same messages) where one
+/// never ends, exactly the same reports and statistics between the two
+/// process-based backends and between the two runs of each graph (its
+/// interpreter against its compiled code, which charges counted loops at
+/// their entry).
+#[test]
+fn counted_loops_agree_on_every_backend() {
+    let bound = 25u64;
+    let runs = 400;
+    for (shape, body) in SHAPES.iter().enumerate() {
+        let src = format!(
+            "channel i(int, int) external in;
+channel o(int, int) external out;
+process P {{
+  var s, k, n, stop, x;
+  while (true) {{
+    in(i, n, stop);
+    {body}
+    out(o, k, s);
+  }}
+}}"
+        );
+        let spec = "fastpath f { process P { statement i, o; start i; follows (o i)*; } }";
+        let mut seed = 0x1234_5678u64 ^ shape as u64;
+        let mut next = |below: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % below
+        };
+        for trial in 0..40 {
+            let mut input = Vec::new();
+            for _ in 0..1 + next(4) {
+                let n = match next(12) {
+                    0 if shape == 0 => -1,
+                    1 => bound as i64,
+                    2 => bound as i64 + 1,
+                    3 => 2 * bound as i64 + 1,
+                    4 => 2 * bound as i64 + 2,
+                    _ => next(3 * bound) as i64,
+                };
+                input.extend([n, next(2 * bound + 4) as i64 - 2]);
+            }
+            let mut results = Vec::new();
+            for (b, fp) in CONFIGS {
+                let mut m = bounded(&src, fp.then_some(spec), b, bound);
+                let (events, sent) = drive(&mut m, &input, runs);
+                results.push((b, fp, events, sent, m.stats()));
+            }
+            let at = format!("shape {shape}, trial {trial}, input {input:?}\n{src}");
+            let (_, _, ev0, sent0, _) = &results[0];
+            let endless = ev0.len() == runs && ev0.iter().all(|e| e.starts_with("diverges"));
+            for (b, fp, events, sent, _) in &results {
+                // The same messages; where a loop never ends, reported
+                // there after them, for ever.
+                assert_eq!(sent, sent0, "{b:?} {fp}: {at}");
+                assert_eq!(events.last(), ev0.last(), "{b:?} {fp}: {at}");
+                if endless {
+                    assert!(
+                        events.len() == runs && events.iter().all(|e| e.starts_with("diverges")),
+                        "{b:?} {fp}: {events:?} {at}"
+                    );
+                }
+            }
+            // Interp and native, without and with the fast path: exactly alike.
+            let same = |x: usize, y: usize| {
+                let (bx, fx, ex, sx, tx) = &results[x];
+                let (_, _, ey, sy, ty) = &results[y];
+                assert_eq!((ex, sx, tx), (ey, sy, ty), "{bx:?} {fx}: {at}");
+            };
+            assert_eq!(
+                (CONFIGS[0], CONFIGS[1]),
+                ((Backend::Interp, false), (Backend::Native, false))
+            );
+            assert_eq!(
+                (CONFIGS[3], CONFIGS[4]),
+                ((Backend::Interp, true), (Backend::Native, true))
+            );
+            same(0, 1);
+            same(3, 4);
+        }
+    }
+}

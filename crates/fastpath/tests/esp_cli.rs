@@ -767,7 +767,8 @@ fn fastpath_status(args: &[&str], stdin: &str) -> (Option<i32>, String, String) 
 /// fast path whose graph contains the loop: an error at the loop, exit
 /// status 1 as for the other run-time errors, the output before it
 /// printed. `--max-local-iterations` sets the bound, exactly on the
-/// process-based backends; without it the default bound applies.
+/// process-based backends (the automaton aborts past it to them); without
+/// it the default bound applies.
 #[test]
 fn run_stops_a_loop_that_never_yields_on_every_backend() {
     let tmp = Scratch::new();
@@ -850,6 +851,30 @@ process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
         assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
         assert!(err.contains("2:23: process P ran more than 4999"), "{err}");
     }
+    // The automaton charges the counted loop once at its entry and, past
+    // the bound, aborts at the loop's head to the process-based code,
+    // which goes on with a full budget: 5,000 iterations pass with a bound
+    // of 2,500 (2,501 in the graph, 2,499 after it) and are reported with
+    // 2,499.
+    let run = |n: &str| {
+        fastpath_status(
+            &[
+                "esp",
+                "run",
+                &finite,
+                "--backend",
+                "automata",
+                "--max-local-iterations",
+                n,
+            ],
+            "",
+        )
+    };
+    let (code, out, err) = run("2500");
+    assert_eq!((code, out.as_str()), (Some(0), "o 12497500\n"), "{err}");
+    let (code, out, err) = run("2499");
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("2:23: process P ran more than 2499"), "{err}");
     let (_, help, _) = fastpath_status(&["esp", "run", "--help"], "");
     assert!(
         help.contains("--max-local-iterations <N>")

@@ -32,6 +32,16 @@
 //!   that a later `Count` borrows again; when no `Count` of that counter is
 //!   reachable from the bound's target (an abort), the `jb` goes there
 //!   directly and there is no stub.
+//! * **Counted loops** (`back/counted.rs`): a loop of a graph that never
+//!   yields, whose test is `i < m` or `i != m` (or counting down) with `i`
+//!   stepped by one once a way round and `m` unchanged in it, is entered
+//!   through a charge of its whole count, `c_T + K * N` for `N` ways round
+//!   of `K` counts each: when what is left of the counter covers it, the
+//!   counter is charged once and a copy of the loop without counts runs
+//!   (an earlier exit that can count again gives back what was not run);
+//!   otherwise the loop as it is, counting every way round, so that it
+//!   aborts exactly where it did. `s = s + i; i = i + 1` runs as fast as
+//!   with no bound at all. [`Options::charge_counted_loops`] turns it off.
 //! * **Range tests**: a condition `x == c1 || x == c2 || ...` over a
 //!   contiguous range of constants (or its negation with `!=` and `&&`) is
 //!   one unsigned comparison of `x - lo` with the span, one branch.
@@ -68,6 +78,7 @@ use vcode::backend::Cond;
 use vcode::ext::{Countdown, LocalCompare, Select};
 use vcode::{Arg, Callee, Class, Code, Func, L, Label, Leaf, Local, Operand, P, Reg, Ty, U, UL};
 
+use super::counted::{self, CountedLoop};
 use crate::abi::{Ctx, PORT_SIZE};
 use crate::error::{Error, Result};
 use crate::fp::{BlockId, Graph, Inst, Leave, Term};
@@ -80,6 +91,7 @@ pub struct NativeGraph {
     entries: u32,
     marks: Vec<(usize, String)>,
     instructions: usize,
+    charged_loops: usize,
 }
 
 impl std::fmt::Debug for NativeGraph {
@@ -126,6 +138,12 @@ impl NativeGraph {
     /// dispatch, body, slow paths, leaves and epilogue).
     pub fn instructions(&self) -> usize {
         self.instructions
+    }
+
+    /// The loops whose count is charged once at their entry (see the
+    /// module docs).
+    pub fn charged_loops(&self) -> usize {
+        self.charged_loops
     }
 
     /// Bytes of machine code.
@@ -370,6 +388,30 @@ fn weights(g: &Graph, depth: &[u32]) -> HashMap<Cand, u64> {
 /// channel that is not `external in` (sending on one not `external out`),
 /// is an [`Error::Codegen`].
 pub fn compile(g: &Graph, program: &Program) -> Result<NativeGraph> {
+    compile_with(g, program, &Options::default())
+}
+
+/// How [`compile_with`] compiles a graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Charge the count of a counted loop (see the module docs) once at
+    /// the loop's entry, running a copy of the loop without counts when
+    /// what is left of the counter covers it (default true). False counts
+    /// every iteration, as the graph says: the same behaviour, for
+    /// measuring and testing the charge against.
+    pub charge_counted_loops: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            charge_counted_loops: true,
+        }
+    }
+}
+
+/// [`compile`] with options.
+pub fn compile_with(g: &Graph, program: &Program, options: &Options) -> Result<NativeGraph> {
     if !opt::well_formed(program, g) {
         return Err(Error::Codegen(format!(
             "graph {}: names a block, slot, channel, counter, host function or process that does not exist",
@@ -399,7 +441,7 @@ pub fn compile(g: &Graph, program: &Program) -> Result<NativeGraph> {
             g.name
         )));
     }
-    let mut cg = Gen::new(g, program)?;
+    let mut cg = Gen::new(g, program, options)?;
     cg.emit()?;
     if cg.out_of_scratch {
         return Err(Error::Codegen(format!(
@@ -407,6 +449,7 @@ pub fn compile(g: &Graph, program: &Program) -> Result<NativeGraph> {
             g.name
         )));
     }
+    let charged_loops = cg.loops.len();
     let Gen { mut f, marks, .. } = cg;
     let code = f.end()?;
     let instructions = count_instructions(&code.disassemble());
@@ -415,6 +458,7 @@ pub fn compile(g: &Graph, program: &Program) -> Result<NativeGraph> {
         entries: g.entries.len() as u32,
         marks,
         instructions,
+        charged_loops,
     })
 }
 
@@ -441,6 +485,14 @@ enum Cold {
         at: Label,
         counter: u32,
         over: Label,
+    },
+    /// An exit from the copy of counted loop `li` (from block `from`)
+    /// gives back the counts charged for the iterations it did not run.
+    Refund {
+        at: Label,
+        li: usize,
+        from: BlockId,
+        to: Label,
     },
     /// The slow path of a `Recv`.
     Recv {
@@ -490,10 +542,32 @@ struct Gen<'a> {
     site: Option<Local<L>>,
     /// Per counter: the blocks from which one of its `Count`s is reachable.
     reaches_count: HashMap<u32, Vec<bool>>,
+    /// [`Options::charge_counted_loops`].
+    charge: bool,
+    /// The counted loops whose count is charged at their entry.
+    loops: Vec<LoopCode>,
+    /// A counted loop's head, and the loop's index in `loops`.
+    head_loop: HashMap<BlockId, usize>,
+    /// The loop whose copy without counts is being emitted.
+    copying: Option<usize>,
+}
+
+/// A counted loop ([`counted`]) as compiled: the charge at its entry,
+/// and a copy of its blocks without counts.
+struct LoopCode {
+    l: CountedLoop,
+    /// Where every edge into the head from outside the loop goes: the
+    /// charge.
+    pre: Label,
+    /// The copy's label of each block of the loop.
+    copy: HashMap<BlockId, Label>,
+    /// The exits from the copy that give back counts: (from, to) and the
+    /// stub's label.
+    refunds: HashMap<(BlockId, BlockId), Label>,
 }
 
 impl<'a> Gen<'a> {
-    fn new(g: &'a Graph, program: &'a Program) -> Result<Gen<'a>> {
+    fn new(g: &'a Graph, program: &'a Program, options: &Options) -> Result<Gen<'a>> {
         let layout = Layout::of(program);
         let lv = Liveness::of(program);
         let (live_in, leave_live) = opt::graph_live(program, &layout, &lv, g);
@@ -527,6 +601,10 @@ impl<'a> Gen<'a> {
             outlined: HashMap::new(),
             site: None,
             reaches_count: HashMap::new(),
+            charge: options.charge_counted_loops,
+            loops: Vec::new(),
+            head_loop: HashMap::new(),
+            copying: None,
         })
     }
 
@@ -561,6 +639,22 @@ impl<'a> Gen<'a> {
         self.free = SCRATCH.iter().rev().copied().collect();
         self.assign_homes();
         self.labels = g.blocks.iter().map(|_| self.f.genlabel()).collect();
+        if self.charge {
+            for l in counted::counted_loops(g) {
+                let pre = self.f.genlabel();
+                let copy = (0..g.blocks.len())
+                    .filter(|&b| l.inside[b])
+                    .map(|b| (b as BlockId, self.f.genlabel()))
+                    .collect();
+                self.head_loop.insert(l.head, self.loops.len());
+                self.loops.push(LoopCode {
+                    l,
+                    pre,
+                    copy,
+                    refunds: HashMap::new(),
+                });
+            }
+        }
         for _ in 0..max_arity(self.program, g) {
             let loc = self.f.local::<L>();
             self.msg.push(loc);
@@ -571,7 +665,8 @@ impl<'a> Gen<'a> {
             self.marks
                 .push((self.f.code_offset(), format!("entry {k}")));
             self.load_homes(Some(e));
-            self.f.jmp(self.labels[e as usize]);
+            let t = self.to_from_outside(e);
+            self.f.jmp(t);
         }
         // Large instructions that occur more than once become subroutines.
         let mut seen: HashMap<String, usize> = HashMap::new();
@@ -594,10 +689,14 @@ impl<'a> Gen<'a> {
                 subs.push((label, i));
             }
         }
-        // Blocks, hot ones first.
+        // Blocks, hot ones first. A counted loop's head is preceded by the
+        // charge of the loop's count and the copy of the loop without it.
         let order = self.layout_order();
         for (pos, &b) in order.iter().enumerate() {
-            let fall = order.get(pos + 1).copied();
+            let fall = order.get(pos + 1).map(|&x| self.to_from_outside(x));
+            if let Some(&li) = self.head_loop.get(&b) {
+                self.charged_loop(li, &order)?;
+            }
             self.block(b, fall)?;
         }
         // Slow paths.
@@ -609,7 +708,7 @@ impl<'a> Gen<'a> {
         let mut sends: Vec<SendGroup> = Vec::new();
         for c in std::mem::take(&mut self.cold) {
             match c {
-                Cold::Over { .. } => self.cold_path(c),
+                Cold::Over { .. } | Cold::Refund { .. } => self.cold_path(c),
                 Cold::Recv {
                     at,
                     chan,
@@ -1024,15 +1123,23 @@ impl<'a> Gen<'a> {
 
     // -- blocks ---------------------------------------------------------------------------
 
-    fn block(&mut self, b: BlockId, fall: Option<BlockId>) -> Result<()> {
+    fn block(&mut self, b: BlockId, fall: Option<Label>) -> Result<()> {
         let g = self.g;
         let blk = &g.blocks[b as usize];
-        self.f.label(self.labels[b as usize]);
-        let note = if blk.note.is_empty() {
+        let copy = self.copying;
+        let here = match copy {
+            Some(li) => self.loops[li].copy[&b],
+            None => self.labels[b as usize],
+        };
+        self.f.label(here);
+        let mut note = if blk.note.is_empty() {
             format!("b{b}")
         } else {
             format!("b{b}: {}", blk.note)
         };
+        if copy.is_some() {
+            note.push_str(" (count charged at the loop's entry)");
+        }
         self.marks.push((self.f.code_offset(), note));
         for i in &blk.insts {
             match self.outlined.get(&format!("{i:?}")) {
@@ -1040,18 +1147,21 @@ impl<'a> Gen<'a> {
                 None => self.inst(i),
             }
         }
-        let lab = |s: &Self, x: BlockId| s.labels[x as usize];
+        let lab = |s: &mut Self, x: BlockId| s.to(b, x);
         let jump_unless_fall = |s: &mut Self, x: BlockId| {
-            if Some(x) != fall {
-                let t = s.labels[x as usize];
+            let t = s.to(b, x);
+            if Some(t) != fall {
                 s.f.jmp(t);
             }
         };
         match &blk.term {
             Term::Jump(t) => jump_unless_fall(self, *t),
+            // In the copy whose count was charged at the loop's entry, a
+            // count only goes on.
+            Term::Count { next, .. } if copy.is_some() => jump_unless_fall(self, *next),
             Term::Branch { cond, then, els } => {
                 let (t, e) = (lab(self, *then), lab(self, *els));
-                if Some(*then) == fall {
+                if Some(t) == fall {
                     self.branch(cond, e, false);
                 } else {
                     self.branch(cond, t, true);
@@ -1107,6 +1217,163 @@ impl<'a> Gen<'a> {
             Term::Leave { pcs, why } => self.leave(b, pcs, *why),
         }
         Ok(())
+    }
+
+    /// The label of block `x` as a successor of block `from`: an edge into
+    /// a counted loop's head from outside the loop goes to the loop's
+    /// charge; inside the copy without counts, an edge stays in the copy,
+    /// or leaves it through a refund when it can reach a count of the
+    /// loop's counter again.
+    fn to(&mut self, from: BlockId, x: BlockId) -> Label {
+        let Some(li) = self.copying else {
+            return match self.head_loop.get(&x) {
+                Some(&li) if !self.loops[li].l.inside[from as usize] => self.loops[li].pre,
+                _ => self.labels[x as usize],
+            };
+        };
+        if let Some(&c) = self.loops[li].copy.get(&x) {
+            return c;
+        }
+        let target = self.to_from_outside(x);
+        // The test's exit is the loop's own: all that was charged was done.
+        let (test, counter) = (self.loops[li].l.test, self.loops[li].l.counter);
+        if from == test || !self.counts_again(counter, x) {
+            return target;
+        }
+        if let Some(&at) = self.loops[li].refunds.get(&(from, x)) {
+            return at;
+        }
+        let at = self.f.genlabel();
+        self.loops[li].refunds.insert((from, x), at);
+        self.cold.push(Cold::Refund {
+            at,
+            li,
+            from,
+            to: target,
+        });
+        at
+    }
+
+    /// The label of block `x` entered from outside any loop it belongs to.
+    fn to_from_outside(&self, x: BlockId) -> Label {
+        match self.head_loop.get(&x) {
+            Some(&li) => self.loops[li].pre,
+            None => self.labels[x as usize],
+        }
+    }
+
+    /// The entry of counted loop `li`, placed just before its head: when
+    /// the loop's count fits in what is left of its counter, it is charged
+    /// at once and the copy of the loop without counts runs (emitted here;
+    /// its edges go to the copy or out of the loop, never into the loop as
+    /// it is, which follows); otherwise the loop as it is, which counts
+    /// every way round.
+    fn charged_loop(&mut self, li: usize, order: &[BlockId]) -> Result<()> {
+        let l = self.loops[li].l.clone();
+        let h = l.head;
+        let slow = self.labels[h as usize];
+        self.f.label(self.loops[li].pre);
+        self.marks.push((
+            self.f.code_offset(),
+            format!("b{h}: the loop's count, charged at its entry"),
+        ));
+        // `c_T + K * N`, with `N` taken as 0 when a guarded loop's test
+        // fails at first; `N` capped so that it cannot wrap.
+        let (c_t, k) = (l.at_test.0, l.per_trip);
+        let t = self.take();
+        let tu = t.cast::<UL>();
+        self.emit_expr(&l.trips(), t);
+        if l.guarded {
+            let runs = self.f.genlabel();
+            self.branch(&l.runs(), runs, true);
+            self.f.set(t, 0);
+            self.f.label(runs);
+        }
+        if k > 1 || c_t > 0 {
+            let cap = (self.g.counters[l.counter as usize] - c_t) / k;
+            let t2 = self.take();
+            self.f.set(t2, cap as i64);
+            self.f.bgt(tu, t2.cast::<UL>(), slow);
+            self.give(t2);
+            if k > 1 {
+                self.f.mul(t, t, k as i64);
+            }
+            if c_t > 0 {
+                self.f.add(t, t, c_t as i64);
+            }
+        }
+        match self.home(Cand::Counter(l.counter)) {
+            Home::Reg(r) => {
+                self.f.bgt(tu, ul(r), slow);
+                self.f.sub(ul(r), ul(r), tu);
+            }
+            Home::Mem => {
+                let loc = self.counter_local(l.counter);
+                let t2 = self.take();
+                let cu = t2.cast::<UL>();
+                self.f.ld_local(cu, loc);
+                self.f.bgt(tu, cu, slow);
+                self.f.sub(cu, cu, tu);
+                self.f.st_local(cu, loc);
+                self.give(t2);
+            }
+        }
+        self.give(t);
+        let mut blocks = vec![h];
+        blocks.extend(
+            order
+                .iter()
+                .copied()
+                .filter(|&b| b != h && l.inside[b as usize]),
+        );
+        self.copying = Some(li);
+        for (pos, &b) in blocks.iter().enumerate() {
+            let fall = match blocks.get(pos + 1) {
+                Some(x) => self.loops[li].copy[x],
+                None => slow,
+            };
+            self.block(b, Some(fall))?;
+        }
+        self.copying = None;
+        Ok(())
+    }
+
+    /// Gives back to the counter of counted loop `li` what its charge
+    /// counted for the counts the loop will not do, on an exit from block
+    /// `from` of its copy: `K * (distance + d - d_T) + c_T - c` after `c`
+    /// counts and `d` increments on the way from the head (see
+    /// [`counted`]).
+    fn refund(&mut self, li: usize, from: BlockId) {
+        let l = self.loops[li].l.clone();
+        let done = l.done[&from];
+        let (c_t, d_t) = l.at_test;
+        let t = self.take();
+        let tu = t.cast::<UL>();
+        self.emit_expr(&l.distance(), t);
+        let steps = done.incrs as i64 - d_t as i64;
+        if steps != 0 {
+            self.f.add(t, t, steps);
+        }
+        if l.per_trip > 1 {
+            self.f.mul(t, t, l.per_trip as i64);
+        }
+        let counts = c_t as i64 - done.counts as i64;
+        if counts != 0 {
+            self.f.add(t, t, counts);
+        }
+        match self.home(Cand::Counter(l.counter)) {
+            Home::Reg(r) => self.f.add(ul(r), ul(r), tu),
+            Home::Mem => {
+                let loc = self.counter_local(l.counter);
+                let t2 = self.take();
+                let cu = t2.cast::<UL>();
+                self.f.ld_local(cu, loc);
+                self.f.add(cu, cu, tu);
+                self.f.st_local(cu, loc);
+                self.give(t2);
+            }
+        }
+        self.give(t);
     }
 
     fn inst(&mut self, i: &Inst) {
@@ -1402,6 +1669,11 @@ impl<'a> Gen<'a> {
                     }
                 }
                 self.f.jmp(over);
+            }
+            Cold::Refund { at, li, from, to } => {
+                self.f.label(at);
+                self.refund(li, from);
+                self.f.jmp(to);
             }
             Cold::Recv { .. } | Cold::Send { .. } => {
                 unreachable!("slow paths of channels are grouped by emit")

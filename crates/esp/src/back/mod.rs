@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod automata;
+mod counted;
 pub mod fpgen;
 pub mod interp;
 pub mod native;
