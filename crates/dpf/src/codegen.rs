@@ -17,7 +17,8 @@
 //! exactly this client code as an oracle for the native backend.
 
 use crate::ir::{
-    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+    ACCEPT, Base, Cmp, Field, Geneve, GeneveLayer, LoadBase, Node, NodeId, Op, Program, REJECT,
+    Size, Test,
 };
 use crate::merge::{Dispatch, Key, MNodeId, Merged, Strategy};
 use std::cmp::Reverse;
@@ -723,6 +724,85 @@ impl<'a, B: Backend> Gen<'a, B> {
         }
     }
 
+    /// `w` = the base of a Geneve load ([`Geneve::base`]), with `v` as
+    /// scratch; to `fail` where a byte it reads is missing.
+    fn geneve_base(&mut self, g: &Geneve, fail: Label) {
+        let Regs { pkt, len, v, w, .. } = self.r;
+        let net = u64::from(g.net);
+        // The outer IPv4 or IPv6 header.
+        let at = u64::from(g.v4_at);
+        self.f.blt(len, at + g.v4_size as u64, fail);
+        match g.v4_size {
+            Size::B => self.f.lduc(v, pkt, at as usize),
+            Size::H => {
+                self.f.ldus(v, pkt, at as usize);
+                self.f.bswap16(v, v);
+            }
+            Size::W => {
+                self.f.ldu(v, pkt, at as usize);
+                self.f.bswap32(v, v);
+            }
+        }
+        self.f.and(v, v, u64::from(g.v4_mask));
+        let (v6, have_g) = (self.f.genlabel(), self.f.genlabel());
+        self.f.bne(v, u64::from(g.v4_value), v6);
+        self.f.blt(len, net + 1, fail);
+        self.f.lduc(w, pkt, net as usize);
+        self.f.and(w, w, 0x0f);
+        self.f.lsh(w, w, 2);
+        self.f.add(w, w, net + 8);
+        self.f.jmp(have_g);
+        self.f.label(v6);
+        self.f.set(w, net + 48);
+        self.f.label(have_g);
+        // `w` = g. The end of the options: g + 8 + 4 * (frame[g] & 0x3f).
+        let options_end = |s: &mut Self| {
+            s.f.add(v, w, 1);
+            s.f.bgt(v, len, fail);
+            s.f.lduc(v, pkt, w.cast::<P>());
+            s.f.and(v, v, 0x3f);
+            s.f.lsh(v, v, 2);
+            s.f.add(v, v, 8);
+            s.f.add(w, w, v);
+        };
+        match g.layer {
+            GeneveLayer::Header => return,
+            GeneveLayer::Link => options_end(self),
+            GeneveLayer::Type | GeneveLayer::Payload | GeneveLayer::Transport => {
+                // The protocol type: Ethernet (0x6558) or not.
+                self.f.add(v, w, 4);
+                self.f.bgt(v, len, fail);
+                self.f.add(v, w, 2);
+                self.f.ldus(v, pkt, v.cast::<P>());
+                self.f.bswap16(v, v);
+                let (bare, done) = (self.f.genlabel(), self.f.genlabel());
+                self.f.bne(v, 0x6558, bare);
+                options_end(self);
+                let past = if g.layer == GeneveLayer::Type { 12 } else { 14 };
+                self.f.add(w, w, past);
+                self.f.jmp(done);
+                self.f.label(bare);
+                if g.layer == GeneveLayer::Type {
+                    self.f.add(w, w, 2);
+                } else {
+                    options_end(self);
+                }
+                self.f.label(done);
+            }
+        }
+        if g.layer == GeneveLayer::Transport {
+            // Behind the inner IPv4 header, whose IHL is `add` bytes in.
+            let add = u64::from(g.add);
+            self.f.add(v, w, add + 1);
+            self.f.bgt(v, len, fail);
+            self.f.add(v, w, add);
+            self.f.lduc(v, pkt, v.cast::<P>());
+            self.f.and(v, v, 0x0f);
+            self.f.lsh(v, v, 2);
+            self.f.add(w, w, v);
+        }
+    }
+
     /// A test of a computed value ([`Program::values`]): computes it into
     /// `v`, masks it, and branches to `then` if `t` holds; falls through if not;
     /// jumps to `fail` if a load is out of bounds or a divisor zero, as
@@ -764,6 +844,17 @@ impl<'a, B: Backend> Gen<'a, B> {
                             self.f.add(w, w, v);
                             self.f.and(w, w, u64::from(u32::MAX));
                             self.f.add(w, w, ihl as u64);
+                        }
+                        LoadBase::Geneve(g) => {
+                            // The index waits in its slot while `v` is
+                            // scratch for the base.
+                            let slot = self.slot(depth.saturating_sub(1));
+                            self.f.st_local(v, slot);
+                            self.geneve_base(&g, fail);
+                            self.f.ld_local(v, slot);
+                            self.f.add(w, w, v);
+                            self.f.and(w, w, u64::from(u32::MAX));
+                            self.f.add(w, w, u64::from(g.add));
                         }
                     }
                     self.f.add(v, w, size as u64);
@@ -1077,6 +1168,10 @@ mod tests {
             "icmp6[icmp6type] = icmp6-echo",
             // Behind a tag, transport fields are computed values, masked.
             "vlan and tcp[13] & 0x12 = 0x12 and tcp dst port 80",
+            // In the packet a Geneve frame carries, every field is one.
+            "geneve 5 and vlan and ip[0] & 0xf = 6 and tcp dst port 80",
+            "vlan and geneve and ether[0] = 0xff",
+            "geneve and tcp dst port 80",
         ];
         let (programs, m) = compiled_and_merged(&filters);
         let native = generate(&mut Func::new(), &m).unwrap();
@@ -1101,7 +1196,7 @@ mod tests {
         tagged[18 + 24 + 13] = 0x12;
         tagged.extend([0u8; 8]);
         tagged[18 + 24 + 2..18 + 24 + 4].copy_from_slice(&80u16.to_be_bytes());
-        for frame in [&tcp, &icmp6, &arith, &zero, &tagged, &vec![0x20u8; 120]] {
+        let check = |frame: &Vec<u8>| {
             for cut in 0..=frame.len() {
                 let pkt = &frame[..cut];
                 for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
@@ -1118,6 +1213,74 @@ mod tests {
                 }
                 assert_eq!(m.classify(pkt), m.classify_captured(pkt, cut as u32));
             }
+        };
+        // Geneve frames: IPv4 outside (IHL 6, two words of options, VNI
+        // 5) carrying a tagged Ethernet frame; IPv6 outside carrying bare
+        // IPv4 (IHL 6) under protocol 0x0800; and a tagged one carrying
+        // Ethernet to the broadcast address.
+        let geneve = |outer: &[u8], words: u8, proto: u16, vni: u32, inner: &[u8]| {
+            let mut f = vec![0u8; 12];
+            f.extend_from_slice(outer);
+            f.extend([0x9c, 0x40, 0x17, 0xc1, 0, 0, 0, 0, words, 0]);
+            f.extend(proto.to_be_bytes());
+            f.extend((vni << 8).to_be_bytes());
+            f.extend(std::iter::repeat_n(0x45, 4 * usize::from(words)));
+            f.extend_from_slice(inner);
+            f
+        };
+        let mut v4 = vec![0x08, 0x00, 0x46, 0, 0, 0, 0, 0, 0, 0, 64, 17];
+        v4.resize(2 + 24, 0);
+        let mut v6 = vec![0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, 17, 64];
+        v6.resize(2 + 40, 0);
+        let inner_ip = &tagged[18..];
+        let mut inner_eth = tagged.clone();
+        inner_eth[0..6].copy_from_slice(&[0xff; 6]);
+        let g4 = geneve(&v4, 2, 0x6558, 5, &tagged);
+        let g6 = geneve(&v6, 0, 0x0800, 5, inner_ip);
+        let mut g_tag = geneve(&v4, 0, 0x6558, 1, &inner_eth);
+        g_tag.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+        for frame in [
+            &tcp,
+            &icmp6,
+            &arith,
+            &zero,
+            &tagged,
+            &vec![0x20u8; 120],
+            &g4,
+            &g6,
+            &g_tag,
+        ] {
+            check(frame);
+        }
+        // The Geneve filters alone, so that nothing before them decides.
+        let geneve_filters = &filters[filters.len() - 3..];
+        let (programs, m) = compiled_and_merged(geneve_filters);
+        let native = generate(&mut Func::new(), &m).unwrap();
+        let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
+        // SAFETY: as above.
+        let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64, u64) -> u64>() }.unwrap();
+        assert_eq!(m.classify(&g4), Some(0));
+        assert_eq!(m.classify(&g6), Some(2));
+        assert_eq!(m.classify(&g_tag), Some(1));
+        let check = |frame: &Vec<u8>| {
+            for cut in 0..=frame.len() {
+                let pkt = &frame[..cut];
+                for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
+                    let want = m.classify_captured(pkt, wire);
+                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64, u64::from(wire)));
+                    assert_eq!(native, want, "{cut} of {wire}");
+                    assert_eq!(
+                        owner(run_ref(&reference, pkt, wire)),
+                        want,
+                        "{cut} of {wire}"
+                    );
+                    let alone = programs.iter().position(|p| p.matches_captured(pkt, wire));
+                    assert_eq!(want, alone.map(|i| i as u32), "{cut} of {wire}");
+                }
+            }
+        };
+        for frame in [&g4, &g6, &g_tag, &tagged] {
+            check(frame);
         }
     }
 }

@@ -57,7 +57,9 @@
 //! classified by the old program or the new one, never by neither. Call it
 //! after each install or removal.
 
-use crate::ir::{ACCEPT, Base, Cmp, LoadBase, Node, Op, Program, REJECT, Size, Test};
+use crate::ir::{
+    ACCEPT, Base, Cmp, Geneve, GeneveLayer, LoadBase, Node, Op, Program, REJECT, Size, Test,
+};
 use crate::merge::{Dispatch, MNodeId, Merged};
 use crate::table::Table;
 use ebpf::{Alu, Asm, Cond, Helper, Insn, Label, Reg, Src, Width, xdp, xdp_md};
@@ -597,6 +599,78 @@ impl Lower<'_> {
         });
     }
 
+    /// `r3` = the base of a Geneve load ([`Geneve::base`]), with `r0`,
+    /// `r1` and `r4` as scratch; to `fail` where a byte it reads is
+    /// missing. Each step is bounded (an IHL's 60 bytes, the options' 252,
+    /// the header's 8), and the bound is handed to the loads that use it.
+    fn geneve_base(&mut self, g: &Geneve, fail: Label) {
+        let net = g.net;
+        self.packet_load(None, 0, g.v4_at, g.v4_size as u32, fail);
+        let (v6, have_g) = (self.e.label(), self.e.label());
+        self.e
+            .op(|a| a.alu32(Alu::And, Reg::R0, Src::Imm(g.v4_mask as i32)));
+        self.e
+            .jmp(Cond::Ne, Reg::R0, Src::Imm(g.v4_value as i32), v6);
+        self.ihl_times_4(net.saturating_sub(14), Reg::R3, fail);
+        self.e
+            .op(|a| a.alu64(Alu::Add, Reg::R3, Src::Imm(net.saturating_add(8) as i32)));
+        self.e.ja(have_g);
+        self.e.bind(v6);
+        self.e
+            .op(|a| a.mov64(Reg::R3, Src::Imm(net.saturating_add(48) as i32)));
+        self.e.bind(have_g);
+        // r3 = g, at most `g_max`.
+        let g_max = net.saturating_add(68);
+        // r4 = g + 8 + 4 * (frame[g] & 0x3f), at most `g_max` + 260.
+        let options_end = |s: &mut Self| {
+            s.packet_load(Some(Reg::R3), g_max, 0, 1, fail);
+            s.e.op(|a| {
+                a.alu32(Alu::And, Reg::R0, Src::Imm(0x3f));
+                a.alu32(Alu::Lsh, Reg::R0, Src::Imm(2));
+                a.alu32(Alu::Add, Reg::R0, Src::Imm(8));
+                a.mov64(Reg::R4, Src::Reg(Reg::R3));
+                a.alu64(Alu::Add, Reg::R4, Src::Reg(Reg::R0));
+            });
+        };
+        let pl_max = g_max.saturating_add(260 + 14);
+        match g.layer {
+            GeneveLayer::Header => return,
+            GeneveLayer::Link => {
+                options_end(self);
+                self.e.op(|a| a.mov64(Reg::R3, Src::Reg(Reg::R4)));
+            }
+            GeneveLayer::Type | GeneveLayer::Payload | GeneveLayer::Transport => {
+                self.packet_load(Some(Reg::R3), g_max, 2, 2, fail);
+                let (bare, done) = (self.e.label(), self.e.label());
+                self.e.jmp(Cond::Ne, Reg::R0, Src::Imm(0x6558), bare);
+                options_end(self);
+                let past = if g.layer == GeneveLayer::Type { 12 } else { 14 };
+                self.e.op(|a| {
+                    a.mov64(Reg::R3, Src::Reg(Reg::R4));
+                    a.alu64(Alu::Add, Reg::R3, Src::Imm(past));
+                });
+                self.e.ja(done);
+                self.e.bind(bare);
+                if g.layer == GeneveLayer::Type {
+                    self.e.op(|a| a.alu64(Alu::Add, Reg::R3, Src::Imm(2)));
+                } else {
+                    options_end(self);
+                    self.e.op(|a| a.mov64(Reg::R3, Src::Reg(Reg::R4)));
+                }
+                self.e.bind(done);
+            }
+        }
+        if g.layer == GeneveLayer::Transport {
+            // Behind the inner IPv4 header, whose IHL is `add` bytes in.
+            self.packet_load(Some(Reg::R3), pl_max, g.add, 1, fail);
+            self.e.op(|a| {
+                a.alu32(Alu::And, Reg::R0, Src::Imm(0xf));
+                a.alu32(Alu::Lsh, Reg::R0, Src::Imm(2));
+                a.alu64(Alu::Add, Reg::R3, Src::Reg(Reg::R0));
+            });
+        }
+    }
+
     /// `r0` = the big-endian field of `size` bytes at `frame[index +
     /// offset]`, where `index` (a register holding at most `index_max`)
     /// is a variable part; to `fail` when it is past the end.
@@ -688,6 +762,12 @@ impl Lower<'_> {
                             // The index wraps modulo 2^32 with the header length.
                             self.e.op(|a| a.alu32(Alu::Add, Reg::R2, Src::Reg(Reg::R3)));
                             14u32.saturating_add(td)
+                        }
+                        LoadBase::Geneve(g) => {
+                            self.geneve_base(&g, fail);
+                            // The index wraps modulo 2^32 with the base.
+                            self.e.op(|a| a.alu32(Alu::Add, Reg::R2, Src::Reg(Reg::R3)));
+                            g.add
                         }
                     };
                     let room = u64::from(MAX_PACKET_OFF) as i64 - i64::from(k) - i64::from(size);

@@ -51,6 +51,105 @@ pub enum LoadBase {
     /// 4 * IHL) mod 2^32)` with the IHL from byte `14 + d`, libpcap's
     /// `ldxb 4*([14+d]&0xf); add x; tax; ld [x + 14 + d]`.
     Transport(u32),
+    /// A place in the packet a Geneve header carries (see [`Geneve`]):
+    /// the load reads at `((index + base) mod 2^32) + add`, with the base
+    /// computed from the packet, as libpcap 1.10 reads everything after
+    /// `geneve` through the offsets its `gen_geneve_offsets` stores.
+    Geneve(Geneve),
+}
+
+/// Where a Geneve frame's parts are, as libpcap 1.10's `gen_geneve`
+/// finds them: the outer header is IPv4 or IPv6 (told by one field), UDP
+/// follows it, and the Geneve header follows UDP; its option length and
+/// protocol type place the inner packet. These values are meaningful
+/// only in a packet the `geneve` primitive matched (libpcap reads them
+/// from scratch memory only that match sets), which lowering guarantees
+/// for every load that uses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Geneve {
+    /// The frame offset of the outer IPv4 or IPv6 header (14, plus 4 per
+    /// VLAN tag, 8 in a PPPoE session).
+    pub net: u32,
+    /// The outer header is IPv4 when the field at this frame offset, of
+    /// `v4_size`, masked with `v4_mask`, equals `v4_value` (the EtherType
+    /// 0x0800, or the PPP protocol 0x21 in a PPPoE session), and IPv6
+    /// otherwise.
+    pub v4_at: u32,
+    /// The width of that field.
+    pub v4_size: Size,
+    /// Its mask.
+    pub v4_mask: u32,
+    /// Its IPv4 value.
+    pub v4_value: u32,
+    /// Which of the Geneve frame's offsets the base is.
+    pub layer: GeneveLayer,
+    /// Added after the wrapping sum (libpcap's constant part of the
+    /// offset: 4 per VLAN tag after `geneve`).
+    pub add: u32,
+}
+
+/// The offsets libpcap computes after a Geneve header. With `g` the
+/// Geneve header's offset (the outer IPv4 header's end, 14 + d + 4 × IHL,
+/// plus 8 for UDP; or 14 + d + 40 + 8 behind IPv6), `e = g + 8 + 4 ×
+/// (frame[g] & 0x3f)` the end of its options, and "Ethernet" meaning the
+/// protocol type `frame[g + 2 .. g + 4]` is 0x6558 (Transparent Ethernet
+/// Bridging):
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GeneveLayer {
+    /// `g`, the Geneve header.
+    Header,
+    /// `e`, the inner link-layer header (`ether[...]`, MAC addresses).
+    Link,
+    /// The inner link-layer type: `e + 12` for Ethernet, else `g + 2`
+    /// (the protocol type itself, read as an EtherType).
+    Type,
+    /// The inner link-layer payload: `e + 14` for Ethernet, else `e`.
+    Payload,
+    /// The inner IPv4 payload: the payload plus 4 × the IHL of the byte
+    /// `add` bytes into it.
+    Transport,
+}
+
+impl Geneve {
+    /// The base offset in `pkt`, or `None` when a byte it reads is past
+    /// the end.
+    pub fn base(&self, pkt: &[u8]) -> Option<u64> {
+        let byte =
+            |at: u64| -> Option<u64> { pkt.get(usize::try_from(at).ok()?).map(|&b| u64::from(b)) };
+        let field = |at: u64, size: Size| -> Option<u32> {
+            let at = usize::try_from(at).ok()?;
+            let bytes = pkt.get(at..at.checked_add(size as usize)?)?;
+            Some(bytes.iter().fold(0u32, |v, &b| (v << 8) | u32::from(b)))
+        };
+        let net = u64::from(self.net);
+        let v4 = field(u64::from(self.v4_at), self.v4_size)? & self.v4_mask == self.v4_value;
+        let g = if v4 {
+            net + 4 * (byte(net)? & 0x0f) + 8
+        } else {
+            net + 48
+        };
+        let e = g + 8 + 4 * (byte(g)? & 0x3f);
+        let ethernet = || -> Option<bool> { Some(field(g + 2, Size::H)? == 0x6558) };
+        Some(match self.layer {
+            GeneveLayer::Header => g,
+            GeneveLayer::Link => e,
+            GeneveLayer::Type => {
+                if ethernet()? {
+                    e + 12
+                } else {
+                    g + 2
+                }
+            }
+            GeneveLayer::Payload | GeneveLayer::Transport => {
+                let pl = if ethernet()? { e + 14 } else { e };
+                if self.layer == GeneveLayer::Payload {
+                    pl
+                } else {
+                    pl + 4 * (byte(pl + u64::from(self.add))? & 0x0f)
+                }
+            }
+        })
+    }
 }
 
 /// One step of a computed value, in postfix order over a stack of 32-bit
@@ -115,6 +214,12 @@ pub fn eval_value(ops: &[Op], pkt: &[u8], wire_len: u32) -> Option<u32> {
                     LoadBase::Transport(d) => {
                         let ihl = u32::from(*pkt.get(14 + d as usize)? & 0x0f);
                         u64::from(i.wrapping_add(4 * ihl)) + 14 + u64::from(d)
+                    }
+                    LoadBase::Geneve(g) => {
+                        // The base is small (at most a few hundred bytes
+                        // past the frame's 64 KiB), so it fits in 32 bits.
+                        let base = g.base(pkt)? as u32;
+                        u64::from(i.wrapping_add(base)) + u64::from(g.add)
                     }
                 };
                 let at = usize::try_from(at).ok()?;

@@ -47,6 +47,12 @@
 //!    such tests from the root: ending in a verdict, the program is that
 //!    verdict; ending in a test, only the root block's load is kept.
 //!
+//! A filter with a `geneve` skips all of this: libpcap 1.10 turns its
+//! optimizer off for it (`gen_geneve_offsets` sets `no_optimize`), so its
+//! program is gencode's blocks as they are (`unoptimized`), and what
+//! follows the `geneve` is read at the carried packet's offsets
+//! (`in_geneve`, [`crate::ir::Geneve`]).
+//!
 //! Not modelled: `use_conflict` (gencode's blocks never depend on a
 //! register another block set) and the second pass's removal of reloads
 //! (which could keep two otherwise identical blocks apart). The
@@ -58,9 +64,10 @@ use std::fmt::Write as _;
 
 use crate::error::Error;
 use crate::ir::{
-    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+    ACCEPT, Base, Cmp, Field, Geneve, GeneveLayer, LoadBase, Node, NodeId, Op, Program, REJECT,
+    Size, Test,
 };
-use crate::syntax::{Arith, ArithOp, Compare, Dir, Expr, Primitive, Proto, RelOp, Relation};
+use crate::syntax::{Arith, ArithOp, Compare, Dir, Expr, Outer, Primitive, Proto, RelOp, Relation};
 
 /// What libpcap's optimizer knows a test by while it threads jumps (its
 /// first pass, before statements are simplified): the value in the
@@ -774,6 +781,11 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
         Primitive::Relation(ref r) => relation_cond(r, values, 0),
+        Primitive::Geneve { vni, outer, column } => {
+            values.geneve = Some(column);
+            geneve(vni, outer, values)
+        }
+        Primitive::InGeneve { outer, ref inner } => in_geneve(inner, outer, values),
         Primitive::Shifted {
             shift,
             labels,
@@ -958,6 +970,12 @@ struct Values {
     index: HashMap<Vec<Op>, u32>,
     /// The identities of the sides of comparisons, for [`Key::Arith`].
     sides: HashMap<Vec<Op>, u32>,
+    /// The filter is compiled without libpcap's optimizer (it has a
+    /// `geneve`): a comparison's arithmetic is computed as written, with
+    /// every load, and nothing is refused.
+    raw: bool,
+    /// The column of the filter's `geneve`, if it has one.
+    geneve: Option<usize>,
 }
 
 impl Values {
@@ -1464,8 +1482,28 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     let mut guards = Vec::new();
     let mut refused = None;
     let lhs_ops = value_ops(&r.lhs, &mut guards, d);
-    let (lhs, lhs_known) = fold_values(lhs_ops.clone(), &mut refused);
     let rhs_ops = value_ops(&r.rhs, &mut guards, d);
+    if values.raw {
+        // Unoptimized: both sides computed as written, every load made,
+        // a zero divisor or a large shift met at run time.
+        let (ops, cmp, k) = match rhs_ops[..] {
+            [Op::Const(k)] => (lhs_ops, cmp, k),
+            _ => {
+                let mut ops = lhs_ops;
+                ops.extend(rhs_ops);
+                ops.push(match cmp {
+                    Cmp::Eq => Op::Sub,
+                    Cmp::Gt => Op::Gt,
+                    _ => Op::Ge,
+                });
+                (ops, Cmp::Eq, u32::from(cmp != Cmp::Eq))
+            }
+        };
+        let leaf = value_leaf(values.intern(ops), !0, cmp, k);
+        guards.push(if negate { not(leaf) } else { leaf });
+        return Cond::And(guards);
+    }
+    let (lhs, lhs_known) = fold_values(lhs_ops.clone(), &mut refused);
     let (rhs, rhs_known) = fold_values(rhs_ops.clone(), &mut refused);
     // The round of the second pass in which both sides are known.
     let mut decided_in = lhs_known.max(rhs_known);
@@ -1796,6 +1834,226 @@ fn shift_cond(c: Cond, shift: u32, values: &mut Values) -> Cond {
     c
 }
 
+/// A test of the computed value `value` (`& mask cmp k`), for a filter
+/// compiled without the optimizer (whose keys it never reads).
+fn value_leaf(value: u32, mask: u32, cmp: Cmp, k: u32) -> Cond {
+    let field = Field {
+        base: Base::Value(value),
+        offset: 0,
+        size: Size::W,
+    };
+    let test = Test {
+        field,
+        mask,
+        cmp,
+        value: k,
+    };
+    Cond::Test(Leaf {
+        test,
+        key: Key::Prim {
+            field,
+            mask,
+            cmp,
+            value: k,
+        },
+        invert: false,
+        late: Late::Keep,
+        decided_in: 0,
+        peephole_rounds: 0,
+        poison: None,
+    })
+}
+
+/// libpcap's Geneve UDP port.
+const GENEVE_PORT: u32 = 6081;
+/// The Geneve protocol type of an Ethernet frame (Transparent Ethernet
+/// Bridging).
+const ETHERTYPE_TEB: u32 = 0x6558;
+
+/// Where the parts of a Geneve frame whose outer header is at `outer` are
+/// ([`Geneve`]), for `layer` with `add` added.
+fn geneve_base(outer: Outer, layer: GeneveLayer, add: u32) -> LoadBase {
+    let net = 14 + 4 * outer.shift;
+    // The outer IPv4 test's field: the EtherType, or PPP's protocol.
+    let v4_value = if outer.ppp {
+        ppp_type(ETHERTYPE_IP)
+    } else {
+        ETHERTYPE_IP
+    };
+    let (v4_at, v4_size, v4_mask) = (12 + 4 * outer.shift, Size::H, 0xffff);
+    LoadBase::Geneve(Geneve {
+        net,
+        v4_at,
+        v4_size,
+        v4_mask,
+        v4_value,
+        layer,
+        add,
+    })
+}
+
+/// libpcap 1.10's `gen_geneve` (with the optimizer off, as it leaves
+/// it): gen_geneve4 (IPv4, UDP, not a fragment, destination port 6081,
+/// the version bits of the Geneve header's first byte clear, the VNI in
+/// the top 24 bits of its second word), or gen_geneve6 (the same at
+/// IPv6's fixed offsets); then gen_geneve_offsets, whose loads of the
+/// option length and the protocol type (`frame[g .. g + 4]`) reject a
+/// frame too short for them. That last test is the gate that every later
+/// primitive's offsets need ([`check_geneve_gate`]).
+fn geneve(vni: Option<u32>, outer: Outer, values: &mut Values) -> Cond {
+    let tp = |offset, size| Field {
+        base: Base::Transport,
+        offset,
+        size,
+    };
+    let mut v4 = vec![
+        ether_type(ETHERTYPE_IP),
+        eq(link(23, Size::B), 17),
+        not_fragment(),
+        eq(tp(2, Size::H), GENEVE_PORT),
+        masked_eq(tp(8, Size::B), 0xc0, 0),
+    ];
+    let mut v6 = vec![
+        ether_type(ETHERTYPE_IPV6),
+        eq(link(20, Size::B), 17),
+        eq(link(56, Size::H), GENEVE_PORT),
+        masked_eq(link(62, Size::B), 0xc0, 0),
+    ];
+    if let Some(v) = vni {
+        v4.push(masked_eq(tp(12, Size::W), 0xffff_ff00, v << 8));
+        v6.push(masked_eq(link(66, Size::W), 0xffff_ff00, v << 8));
+    }
+    let c = Cond::Or(vec![Cond::And(v4), Cond::And(v6)]);
+    let c = if outer.ppp { ppp_types(c) } else { c };
+    // (A field behind the IPv4 header stays one the trie can merge on
+    // when nothing moves it.)
+    let c = match outer.shift {
+        0 => c,
+        n => shift_cond(c, n, values),
+    };
+    let gate = values.intern(vec![
+        Op::Const(0),
+        Op::Load(geneve_base(outer, GeneveLayer::Header, 0), Size::W),
+    ]);
+    // A load whose outcome decides nothing: both edges lead on.
+    Cond::And(vec![
+        c,
+        Cond::Or(vec![value_leaf(gate, 0, Cmp::Eq, 0), Cond::Const(true)]),
+    ])
+}
+
+/// Whether `ops` is the gate [`geneve`] ends with.
+fn is_geneve_gate(ops: &[Op]) -> bool {
+    matches!(
+        ops,
+        [
+            Op::Const(0),
+            Op::Load(
+                LoadBase::Geneve(Geneve {
+                    layer: GeneveLayer::Header,
+                    ..
+                }),
+                Size::W
+            )
+        ]
+    )
+}
+
+/// `inner`, a primitive after a `geneve` whose outer header is at
+/// `outer`, read in the encapsulated packet: built as on the outer frame
+/// (with the `vlan`s after the `geneve` moving it as they do), then each
+/// field moved to the Geneve frame's offsets (libpcap's variable
+/// `off_linkhdr`, `off_linktype` and `off_linkpl`): a MAC address or an
+/// `ether[...]` load to the inner link header, the type to the inner
+/// link-layer type, the rest to the inner payload or behind its IPv4
+/// header. A MAC address test (`ether host`, `broadcast`, `multicast`)
+/// first asks for an inner Ethernet header (gen_prevlinkhdr_check's
+/// gen_geneve_ll_check).
+fn in_geneve(inner: &Primitive, outer: Outer, values: &mut Values) -> Cond {
+    let (tags, bare) = match inner {
+        Primitive::Shifted {
+            shift, inner: p, ..
+        } => (*shift, &**p),
+        Primitive::Vlan { shift, .. } => (*shift, inner),
+        p => (0, p),
+    };
+    let s = 4 * tags;
+    // gen_ether_linktype reads an LLC SAP's DSAP two bytes past the
+    // link-layer type (OR_LINKTYPE), not in the payload (OR_LLC) as its
+    // other 802.2 tests do: in a Geneve frame without Ethernet, those
+    // differ.
+    let dsap_after_type = matches!(
+        bare,
+        Primitive::EtherProto(n) if *n <= ETHERMTU && !matches!(*n, 0x06 | 0xf0 | 0xfe | LLCSAP_IPX)
+    );
+    let c = primitive(inner, values);
+    let base = |layer, add| geneve_base(outer, layer, add);
+    let map_ops = |ops: &[Op]| -> Vec<Op> {
+        ops.iter()
+            .map(|&op| match op {
+                Op::Load(LoadBase::At(0), size) => Op::Load(base(GeneveLayer::Link, 0), size),
+                Op::Load(LoadBase::At(k), size) => {
+                    Op::Load(base(GeneveLayer::Payload, k.saturating_sub(14)), size)
+                }
+                Op::Load(LoadBase::Transport(d), size) => {
+                    Op::Load(base(GeneveLayer::Transport, d), size)
+                }
+                op => op,
+            })
+            .collect()
+    };
+    let mut c = c;
+    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    while let Some(c) = stack.pop() {
+        match c {
+            Cond::Test(leaf) => {
+                let f = leaf.test.field;
+                let ops = match f.base {
+                    Base::Link => {
+                        let (layer, index, add) =
+                            // (Nothing but the link header lies before the
+                            // type, which the tags after the `geneve` move.)
+                            if f.offset < 12 + s || matches!(leaf.key, Key::Raw { class: 0, .. })
+                            {
+                                (GeneveLayer::Link, f.offset, 0)
+                            } else if f.offset < 14 + s || (dsap_after_type && f.offset == 14 + s) {
+                                (GeneveLayer::Type, f.offset - 12 - s, s)
+                            } else {
+                                (GeneveLayer::Payload, f.offset - 14 - s, s)
+                            };
+                        vec![Op::Const(index), Op::Load(base(layer, add), f.size)]
+                    }
+                    Base::Transport => vec![
+                        Op::Const(f.offset),
+                        Op::Load(base(GeneveLayer::Transport, s), f.size),
+                    ],
+                    Base::Value(i) => map_ops(&values.list[i as usize]),
+                };
+                let i = values.intern(ops);
+                leaf.test.field = Field {
+                    base: Base::Value(i),
+                    offset: 0,
+                    size: Size::W,
+                };
+            }
+            Cond::Not(x) => stack.push(x),
+            Cond::And(v) | Cond::Or(v) => stack.extend(v.iter_mut()),
+            Cond::Const(_) => {}
+        }
+    }
+    if matches!(
+        bare,
+        Primitive::EtherHost { .. } | Primitive::Broadcast | Primitive::Multicast
+    ) {
+        let teb = values.intern(vec![
+            Op::Const(2),
+            Op::Load(base(GeneveLayer::Header, 0), Size::H),
+        ]);
+        c = Cond::And(vec![value_leaf(teb, !0, Cmp::Eq, ETHERTYPE_TEB), c]);
+    }
+    c
+}
+
 /// The condition `e` stands for. An `and`/`or` chain is a left-deep
 /// tree: its spine is walked in a loop, and a run of one operator becomes
 /// one `Cond::And`/`Cond::Or` (which lowers to the same blocks as the
@@ -1873,6 +2131,9 @@ struct Block {
 /// to a lower index); ids 0 and 1 are Reject and Accept.
 struct Blocks {
     blocks: Vec<Option<Block>>,
+    /// Keep a test whose two edges agree (its load still rejects a short
+    /// packet): for a filter compiled without the optimizer.
+    keep: bool,
 }
 
 impl Blocks {
@@ -1886,7 +2147,7 @@ impl Blocks {
                 Cond::Const(true) => return t,
                 Cond::Const(false) => return f,
                 Cond::Test(leaf) => {
-                    if t == f {
+                    if t == f && !self.keep {
                         return t;
                     }
                     self.blocks.push(Some(Block {
@@ -2565,7 +2826,7 @@ impl Builder {
 /// ([`Error::TooComplex`]).
 pub fn lower(e: &Expr) -> Result<Program, Error> {
     match lower_and_check(e) {
-        (_, Some(err @ Error::TooComplex { .. })) => Err(err),
+        (_, Some(err @ (Error::TooComplex { .. } | Error::Unsupported { .. }))) => Err(err),
         (p, _) => Ok(p),
     }
 }
@@ -2582,11 +2843,19 @@ pub fn lower_checked(e: &Expr) -> Result<Program, Error> {
 }
 
 fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
+    let raw = has_geneve(e);
     let mut blocks = Blocks {
         blocks: vec![None, None],
+        keep: raw,
     };
-    let mut values = Values::default();
+    let mut values = Values {
+        raw,
+        ..Values::default()
+    };
     let root = blocks.lower(&cond(e, &mut values), ACCEPT, REJECT);
+    if raw {
+        return unoptimized(&blocks, root, values);
+    }
     if let Err(e) = blocks.optimize(root) {
         return (Program::reject_all(), Some(e));
     }
@@ -2689,6 +2958,91 @@ fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     let mut p = finish(&b.nodes, root);
     p.values = values.list;
     (p, refused)
+}
+
+/// Whether the filter has a `geneve` (which turns libpcap's optimizer
+/// off for the whole filter: gen_geneve_offsets sets `no_optimize`).
+fn has_geneve(e: &Expr) -> bool {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::And(a, b) | Expr::Or(a, b) => stack.extend([&**a, &**b]),
+            Expr::Not(a) => stack.push(a),
+            Expr::Prim(Primitive::Geneve { .. }) => return true,
+            Expr::Prim(_) => {}
+        }
+    }
+    false
+}
+
+/// The program of a filter libpcap compiles without its optimizer (one
+/// with a `geneve`): gencode's blocks as they are, every test loading
+/// (one whose edges agree too), identical tests shared. Refused if a
+/// test reading the encapsulated packet can be reached without passing
+/// the `geneve`'s last test ([`check_geneve_gate`]).
+fn unoptimized(blocks: &Blocks, root: NodeId, values: Values) -> (Program, Option<Error>) {
+    if let Err(e) = check_geneve_gate(blocks, root, &values) {
+        return (Program::reject_all(), Some(e));
+    }
+    let mut b = Builder {
+        nodes: vec![Node::Reject, Node::Accept],
+        memo: HashMap::new(),
+    };
+    let mut map: Vec<NodeId> = (0..blocks.blocks.len() as NodeId).collect();
+    for (id, block) in blocks.blocks.iter().enumerate() {
+        let Some(Block { leaf, then, els }) = *block else {
+            continue;
+        };
+        let (t, f) = if leaf.invert {
+            (els, then)
+        } else {
+            (then, els)
+        };
+        map[id] = b.test(leaf.test, map[t as usize], map[f as usize]);
+    }
+    let mut p = finish(&b.nodes, map[root as usize]);
+    p.values = values.list;
+    (p, None)
+}
+
+/// libpcap reads everything after a `geneve` at offsets its offsets
+/// block stores in scratch memory when the `geneve` matches; on a path
+/// where it did not (`geneve or ip`, `not geneve and tcp`), BPF's scratch
+/// memory is whatever it was (libpcap's `bpf_filter` leaves it
+/// uninitialised, and the kernel refuses such a program), so the verdict
+/// is not defined. dpf refuses such a filter: every test that reads the
+/// encapsulated packet must be reached only through the `geneve`'s gate.
+fn check_geneve_gate(blocks: &Blocks, root: NodeId, values: &Values) -> Result<(), Error> {
+    let reads_inner = |ops: &[Op]| {
+        ops.iter()
+            .any(|op| matches!(op, Op::Load(LoadBase::Geneve(_), _)))
+    };
+    let mut seen = vec![false; blocks.blocks.len()];
+    let mut stack = vec![root];
+    while let Some(id) = stack.pop() {
+        let Some(b) = blocks.block(id) else { continue };
+        if std::mem::replace(&mut seen[id as usize], true) {
+            continue;
+        }
+        if let Base::Value(i) = b.leaf.test.field.base {
+            let ops = &values.list[i as usize];
+            if is_geneve_gate(ops) {
+                continue;
+            }
+            if reads_inner(ops) {
+                return Err(Error::Unsupported {
+                    column: values.geneve.unwrap_or(1),
+                    feature: "a primitive after \"geneve\" that is tested when the \"geneve\" \
+                              has not matched (libpcap then reads the encapsulated packet's \
+                              offsets from scratch memory nothing set, so its verdict is \
+                              undefined)"
+                        .into(),
+                });
+            }
+        }
+        stack.extend([b.then, b.els]);
+    }
+    Ok(())
 }
 
 /// Renumbers a builder graph (children first) into a [`Program`] (root
@@ -2803,6 +3157,19 @@ fn value_text(ops: &[Op]) -> String {
                     LoadBase::At(k) => format!("ether[{k:#x} + {i}:{}]", size as u8),
                     LoadBase::Transport(0) => format!("tp[{i}:{}]", size as u8),
                     LoadBase::Transport(d) => format!("tp{d}[{i}:{}]", size as u8),
+                    LoadBase::Geneve(g) => {
+                        let layer = match g.layer {
+                            GeneveLayer::Header => "geneve",
+                            GeneveLayer::Link => "inner.link",
+                            GeneveLayer::Type => "inner.type",
+                            GeneveLayer::Payload => "inner.payload",
+                            GeneveLayer::Transport => "inner.tp",
+                        };
+                        match g.add {
+                            0 => format!("{layer}[{i}:{}]", size as u8),
+                            a => format!("{layer}[{i} + {a:#x}:{}]", size as u8),
+                        }
+                    }
                 });
                 continue;
             }

@@ -448,6 +448,41 @@ pub enum Primitive {
         /// The VLAN id (12 bits).
         id: Option<u16>,
     },
+    /// `geneve [vni]` (libpcap 1.10's `gen_geneve`): IPv4 or IPv6, UDP to
+    /// port 6081, a Geneve header of version 0, with the 24-bit VNI if
+    /// one is given. Everything after it in the text is read in the
+    /// encapsulated packet ([`Primitive::InGeneve`]).
+    Geneve {
+        /// The VNI (24 bits).
+        vni: Option<u32>,
+        /// Where the outer IP header is.
+        outer: Outer,
+        /// The column of the keyword.
+        column: usize,
+    },
+    /// A primitive after `geneve`, read in the encapsulated packet: its
+    /// link-layer type, payload and header are where the Geneve header
+    /// says (libpcap 1.10's `gen_geneve_offsets`); any `vlan` after the
+    /// `geneve` moves them on as on the outer frame (`inner` is then
+    /// [`Primitive::Shifted`] or [`Primitive::Vlan`], counting those tags
+    /// alone). Printed as the primitive alone.
+    InGeneve {
+        /// Where the outer IP header of the `geneve` before it is.
+        outer: Outer,
+        /// The primitive.
+        inner: Box<Primitive>,
+    },
+}
+
+/// Where a `geneve` primitive reads its outer IPv4 or IPv6 header: after
+/// the `vlan`s before it (`shift`, two more for a `pppoes`), in a PPPoE
+/// session's PPP frame if `ppp`. (dpf refuses a `geneve` after `mpls`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Outer {
+    /// The `vlan` primitives before the `geneve`, and two for a `pppoes`.
+    pub shift: u32,
+    /// After a `pppoes`.
+    pub ppp: bool,
 }
 
 /// The LLC frame kinds `llc` names: the three formats (information,
@@ -1074,6 +1109,9 @@ struct Parser {
     loads: usize,
     /// A `pppoes` was parsed: what follows is read in its PPP frame.
     pppoes: bool,
+    /// A `geneve` was parsed (where its outer header is): what follows is
+    /// read in the packet it carries.
+    geneve: Option<Outer>,
 }
 
 /// Parses a filter expression.
@@ -1117,6 +1155,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         labels: 0,
         loads: 0,
         pppoes: false,
+        geneve: None,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -1175,6 +1214,18 @@ impl Parser {
             Ok(())
         } else {
             Err(self.unexpected(expected))
+        }
+    }
+
+    /// Refuses `what` after a `geneve`: dpf reads no second Geneve
+    /// header, MPLS label stack or PPPoE session inside one.
+    fn after_geneve(&self, column: usize, what: &str) -> Result<(), Error> {
+        match self.geneve {
+            Some(_) => Err(Error::Unsupported {
+                column,
+                feature: format!("\"{what}\" after \"geneve\""),
+            }),
+            None => Ok(()),
         }
     }
 
@@ -1267,6 +1318,7 @@ impl Parser {
     /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
         let (shift, labels, ppp, column) = (self.vlans, self.labels, self.pppoes, self.col());
+        let geneve = self.geneve;
         let (mut e, q) = self.term_unshifted(q)?;
         // Every primitive after a `vlan` or an `mpls` reads its link-layer
         // payload further on, whatever the `and`, `or` and `not` between
@@ -1275,7 +1327,11 @@ impl Parser {
             // (A parenthesized primitive comes back shifted already.)
             if !matches!(
                 p,
-                Primitive::Vlan { .. } | Primitive::Mpls { .. } | Primitive::Shifted { .. }
+                Primitive::Vlan { .. }
+                    | Primitive::Mpls { .. }
+                    | Primitive::Shifted { .. }
+                    | Primitive::Geneve { .. }
+                    | Primitive::InGeneve { .. }
             ) {
                 if ppp {
                     ppp_refusal(p, column)?;
@@ -1296,6 +1352,18 @@ impl Parser {
                     inner: Box::new(inner),
                 };
             }
+        }
+        // Every primitive after a `geneve` is read in the packet it
+        // carries (libpcap's offsets stay moved, whatever the `and`, `or`
+        // and `not` between them).
+        if let (Expr::Prim(p), Some(outer)) = (&mut e, geneve)
+            && !matches!(p, Primitive::Geneve { .. } | Primitive::InGeneve { .. })
+        {
+            let inner = std::mem::replace(p, Primitive::Broadcast);
+            *p = Primitive::InGeneve {
+                outer,
+                inner: Box::new(inner),
+            };
         }
         Ok((e, q))
     }
@@ -1565,6 +1633,7 @@ impl Parser {
             // label, that label's bottom-of-stack bit clear), the label,
             // then every later payload offset four bytes on.
             "mpls" => {
+                self.after_geneve(column, "mpls")?;
                 self.pos += 1;
                 let label = self.optional_id(0xf_ffff, "an MPLS label is at most 1048575")?;
                 let (shift, depth) = (self.vlans, self.labels);
@@ -1613,6 +1682,7 @@ impl Parser {
             // PPP protocol and its payload after that: every later type
             // and payload offset 8 bytes on, as two tags would move them.
             "pppoes" => {
+                self.after_geneve(column, "pppoes")?;
                 if self.pppoes {
                     return Err(Error::Unsupported {
                         column,
@@ -1660,6 +1730,40 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Ip6Proto(IPPROTO_ICMPV6)), None))
             }
+            // libpcap 1.10's gen_geneve: IPv4 or IPv6 UDP to port 6081
+            // with a Geneve header of version 0 (and the VNI); then every
+            // later link-layer offset is the encapsulated packet's, found
+            // from the outer IPv4 header's length and the Geneve option
+            // length (its tags and labels count afresh).
+            "geneve" => {
+                self.after_geneve(column, "geneve")?;
+                if self.labels > 0 {
+                    // libpcap 1.10 keeps its label stack depth: what
+                    // follows would be read as below a label (at the
+                    // inner payload's offset less 2, out of bounds).
+                    return Err(Error::Unsupported {
+                        column,
+                        feature: "\"geneve\" after \"mpls\"".into(),
+                    });
+                }
+                self.pos += 1;
+                let vni = self.optional_id(0x00ff_ffff, "a Geneve VNI is at most 16777215")?;
+                let outer = Outer {
+                    shift: self.vlans,
+                    ppp: self.pppoes,
+                };
+                self.geneve = Some(outer);
+                self.vlans = 0;
+                self.labels = 0;
+                self.pppoes = false;
+                Ok((Expr::Prim(Primitive::Geneve { vni, outer, column }), None))
+            }
+            "vxlan" => Err(Error::Unsupported {
+                column,
+                feature: "\"vxlan\" (a primitive libpcap added after 1.10, whose \
+                          semantics dpf follows)"
+                    .into(),
+            }),
             "mask" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
             w if UNSUPPORTED.contains(&w) => Err(Error::Unsupported {
                 column,
@@ -2766,6 +2870,9 @@ impl fmt::Display for Primitive {
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),
+            Primitive::Geneve { vni: None, .. } => write!(f, "geneve"),
+            Primitive::Geneve { vni: Some(v), .. } => write!(f, "geneve {v}"),
+            Primitive::InGeneve { ref inner, .. } => write!(f, "{inner}"),
             Primitive::IsoProto(n) => write!(f, "iso proto {n:#04x}"),
             Primitive::IsisProto(n) => write!(f, "isis proto {n:#04x}"),
             Primitive::IsisPdus(set) => write!(f, "{}", set.name()),

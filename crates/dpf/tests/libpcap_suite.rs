@@ -8,7 +8,8 @@
 //! (`pcap_compile` for DLT_EN10MB, optimized, then `pcap_offline_filter`)
 //! on every frame of a set that exercises it: random realistic frames, and
 //! frames carrying the expression's own addresses and numbers, VLAN-tagged,
-//! with broadcast and multicast MACs, truncated. Every expression libpcap
+//! with broadcast and multicast MACs, truncated, and for an expression
+//! with `geneve` carried in Geneve frames. Every expression libpcap
 //! rejects, dpf must reject.
 //!
 //! Where bpf(2) is usable (root), dpf's table lowered to an XDP program
@@ -41,7 +42,7 @@ use rand::Rng;
 const SUITE: &str = include_str!("data/libpcap-filters.txt");
 
 /// The fewest expressions of libpcap's accept list dpf must accept.
-const COVERAGE_FLOOR: usize = 342;
+const COVERAGE_FLOOR: usize = 356;
 
 /// Random frames shared by every expression.
 const SHARED_FRAMES: usize = 1_500;
@@ -150,6 +151,8 @@ struct Constants {
     decnet: Vec<u16>,
     /// The expression names ISO or IS-IS.
     iso: bool,
+    /// The expression has a `geneve`.
+    geneve: bool,
 }
 
 fn mac(token: &str) -> Option<[u8; 6]> {
@@ -181,6 +184,9 @@ fn mac(token: &str) -> Option<[u8; 6]> {
 
 fn constants(expr: &str) -> Constants {
     let mut c = Constants {
+        geneve: expr
+            .split(|ch: char| !ch.is_ascii_alphanumeric())
+            .any(|w| w == "geneve"),
         iso: expr
             .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '-'))
             .any(|w| {
@@ -377,6 +383,17 @@ fn planted(g: &mut Gen, c: &Constants) -> Vec<u8> {
                 put(&mut f, l3 + 16, &a);
             }
         }
+    }
+    // An expression with `geneve` reads the packet a Geneve frame
+    // carries: most of its frames carry the frame built above, with one
+    // of its numbers as the VNI now and then.
+    if c.geneve && g.rng.random_bool(0.8) {
+        let vni = if !c.wide.is_empty() && g.rng.random_bool(0.5) {
+            *pick(g, &c.wide)
+        } else {
+            g.rng.random_range(0..16)
+        };
+        f = g.geneve(&f, vni);
     }
     if g.rng.random_bool(0.35) {
         let cut = g.rng.random_range(0..=f.len());

@@ -1052,6 +1052,59 @@ impl Gen {
     }
 }
 
+impl Gen {
+    /// `inner` (an Ethernet frame) carried in a Geneve frame as libpcap's
+    /// `geneve` reads one: IPv4 (IHL 5 to 15) or IPv6, UDP to port 6081
+    /// (now and then another), a Geneve header with version 0 (now and
+    /// then not), 0 to 63 words of options, the VNI `vni`, and the inner
+    /// frame whole (protocol 0x6558) or without its Ethernet header (the
+    /// protocol its EtherType).
+    pub fn geneve(&mut self, inner: &[u8], vni: u32) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        let teb = inner.len() < 14 || self.chance(0.6);
+        let (proto, payload) = if teb {
+            (0x6558, inner)
+        } else {
+            (u16::from_be_bytes([inner[12], inner[13]]), &inner[14..])
+        };
+        let words: u8 = if self.chance(0.5) {
+            0
+        } else {
+            self.rng.random_range(0..64)
+        };
+        let first = words | if self.chance(0.1) { 0x40 } else { 0 };
+        let port: u16 = if self.chance(0.1) { 6082 } else { 6081 };
+        let udp_len = (16 + 4 * usize::from(words) + payload.len()) as u16;
+        let fill: u8 = self.rng.random();
+        if self.chance(0.7) {
+            let ihl: u8 = if self.chance(0.7) {
+                5
+            } else {
+                self.rng.random_range(5..=15)
+            };
+            f.extend([0x08, 0x00, 0x40 | ihl, 0]);
+            f.extend((u16::from(ihl) * 4 + udp_len).to_be_bytes());
+            f.extend([0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            f.extend(std::iter::repeat_n(fill, usize::from(ihl - 5) * 4));
+        } else {
+            f.extend([0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend(udp_len.to_be_bytes());
+            f.extend([17, 64]);
+            f.extend([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        }
+        f.extend([0x9c, 0x40]);
+        f.extend(port.to_be_bytes());
+        f.extend(udp_len.to_be_bytes());
+        f.extend([0, 0, first, 0]);
+        f.extend(proto.to_be_bytes());
+        f.extend(((vni & 0xff_ffff) << 8).to_be_bytes());
+        f.extend(std::iter::repeat_n(fill, 4 * usize::from(words)));
+        f.extend(payload);
+        f
+    }
+}
+
 /// Lowercase hex of a packet, for failure messages.
 pub fn hex(pkt: &[u8]) -> String {
     pkt.iter().map(|b| format!("{b:02x}")).collect()
