@@ -1232,18 +1232,44 @@ impl Parser {
     /// The optional number after `vlan` or `pppoes`: taken if present and
     /// at most `max`, refused with `reason` if larger.
     fn optional_id(&mut self, max: u32, reason: &'static str) -> Result<Option<u32>, Error> {
-        match self.peek().clone() {
-            Tok::Num(n, _) if n <= max => {
-                self.pos += 1;
-                Ok(Some(n))
+        // libpcap's `pnum`: a number, or a `pnum` in parentheses (`vlan
+        // (5)`). A `(` right after `vlan`, `mpls`, `pppoes` or `geneve`
+        // can only begin one there, as libpcap's grammar has no other
+        // way on from it.
+        let open = (0..)
+            .take_while(|&k| *self.peek_at(k) == Tok::LParen)
+            .count();
+        self.pos += open;
+        let n = match self.peek().clone() {
+            Tok::Num(n, _) if n <= max => n,
+            Tok::Num(_, text) => {
+                return Err(Error::BadNumber {
+                    column: self.col(),
+                    text,
+                    reason,
+                });
             }
-            Tok::Num(_, text) => Err(Error::BadNumber {
-                column: self.col(),
-                text,
-                reason,
-            }),
-            _ => Ok(None),
+            _ if open == 0 => return Ok(None),
+            found => {
+                return Err(Error::Syntax {
+                    column: self.col(),
+                    expected: "a number".into(),
+                    found: found.describe(),
+                });
+            }
+        };
+        self.pos += 1;
+        for _ in 0..open {
+            if *self.peek() != Tok::RParen {
+                return Err(Error::Syntax {
+                    column: self.col(),
+                    expected: "\")\"".into(),
+                    found: self.peek().describe(),
+                });
+            }
+            self.pos += 1;
         }
+        Ok(Some(n))
     }
 
     /// Whether the token after the current word makes it a qualifier or

@@ -1100,3 +1100,43 @@ fn geneve_reads_everything_after_it_in_the_packet_it_carries() {
     assert_eq!(e.column(), Some(1), "{e}");
     assert!(e.to_string().contains("has not matched"), "{e}");
 }
+
+/// libpcap's `pnum`: the number after `vlan`, `mpls`, `pppoes` and
+/// `geneve` may be in parentheses, nested; anything else there is a
+/// syntax error, as in libpcap.
+#[test]
+fn a_number_after_vlan_mpls_pppoes_or_geneve_may_be_in_parentheses() {
+    let same = |a: &str, b: &str| {
+        assert_eq!(
+            dpf::parse(a).unwrap(),
+            dpf::parse(b).unwrap(),
+            "{a} and {b}"
+        );
+    };
+    same("vlan (10)", "vlan 10");
+    same("vlan ((10)) and tcp", "vlan 10 and tcp");
+    same("mpls (42)", "mpls 42");
+    same("pppoes ( 1 ) and ip", "pppoes 1 and ip");
+    same("geneve ((7)) and vlan (10)", "geneve 7 and vlan 10");
+    let msg = |src: &str| dpf::parse(src).unwrap_err().to_string();
+    assert_eq!(
+        msg("vlan (10 + 1)"),
+        "column 10: syntax error: expected \")\", found \"+\""
+    );
+    assert_eq!(
+        msg("vlan ()"),
+        "column 7: syntax error: expected a number, found \")\""
+    );
+    assert_eq!(
+        msg("vlan ((10)"),
+        "column 11: syntax error: expected \")\", found end of input"
+    );
+    assert_eq!(
+        msg("vlan (tcp)"),
+        "column 7: syntax error: expected a number, found \"tcp\""
+    );
+    assert_eq!(
+        msg("vlan (4096)"),
+        "column 7: bad number \"4096\": a VLAN id is at most 4095"
+    );
+}
