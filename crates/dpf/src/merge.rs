@@ -79,11 +79,42 @@ pub struct Analysis {
     /// The filter can never match (contradictory atoms, or a program that
     /// rejects everything).
     pub never: bool,
+    /// The filter split into alternatives it matches exactly when one of
+    /// them does, each with its own atoms and residual (see [`analyze`]);
+    /// empty when it is not split. The merger installs each as an entry of
+    /// its own, for the same owner, at adjacent ranks.
+    pub alternatives: Vec<Analysis>,
+}
+
+impl Analysis {
+    /// What the merger installs for this filter: its alternatives, or the
+    /// filter itself when it is not split.
+    pub fn parts(&self) -> &[Analysis] {
+        if self.alternatives.is_empty() {
+            std::slice::from_ref(self)
+        } else {
+            &self.alternatives
+        }
+    }
 }
 
 /// The most atoms a filter contributes to the trie (one trie level
 /// each); a filter with more keeps the rest in its residual.
 pub const MAX_ATOMS: usize = 64;
+
+/// The most alternatives a filter is split into ([`analyze`]); a filter
+/// that would need more is not split.
+pub const MAX_ALTERNATIVES: usize = 16;
+
+/// The largest residual (its nodes and computed values together) a filter
+/// is split with ([`analyze`]): each alternative carries a copy of its
+/// share of the residual, and every later publication of the table
+/// compiles all of them, so a client's filter near dpf's limits would
+/// cost every other client's installs several times over (`vlan and
+/// geneve and` 2,000 `tcp port`s: 55 ms a later install split six ways,
+/// 10 ms whole). The split is for the small filters a table holds many
+/// of, one per VNI, which is where merging pays.
+pub const MAX_SPLIT_RESIDUAL: usize = 256;
 
 /// Splits `p` into atoms and a residual.
 ///
@@ -91,11 +122,206 @@ pub const MAX_ATOMS: usize = 64;
 /// atoms found so far removes branches they contradict (the IPv6 or ARP
 /// alternatives of `tcp` or `host`, say), which can reveal more tests that
 /// every remaining accepting path takes.
+///
+/// A filter with a `geneve` is then split into
+/// [alternatives](Analysis::alternatives): libpcap's `geneve` is (IPv4
+/// outer tests) or (IPv6 outer tests), which share no test, so the
+/// filter as a whole has no atom (or none past a `pppoes`'s), not even
+/// its VNI, and would be tried by every frame. When the residual's first
+/// test is an equality on a packet field (the EtherType, or the PPP
+/// protocol in a PPPoE session), the residual `t ? A : B` is exactly
+/// `(t ? A : reject) or (t ? reject : B)`: both load `t`'s field first,
+/// so a frame too short for it is rejected by both, as by the filter, and
+/// otherwise exactly one of them goes on as the filter does, with the
+/// same loads in the same order (so the same aborts). Each side is
+/// analyzed again, with the filter's atoms added, and split again at its
+/// own residual's first test (the EtherTypes of `vlan` then those of the
+/// outer family), while every side gains an atom, to at most
+/// [`MAX_ALTERNATIVES`] and [`MAX_ATOMS`]; a split that cannot keep to
+/// that is not made, nor one of a residual larger than
+/// [`MAX_SPLIT_RESIDUAL`]. A side that can never match is dropped. A chain of
+/// such tests on one field (`vlan`'s three EtherTypes) gives a side per
+/// test and one for what follows them all (see `split_once`).
 pub fn analyze(p: &Program) -> Analysis {
+    let whole = analyze_whole(p);
+    if whole.never
+        || !reads_geneve(whole.residual.as_ref())
+        || whole
+            .residual
+            .as_ref()
+            .is_some_and(|r| r.nodes.len() + r.values.len() > MAX_SPLIT_RESIDUAL)
+    {
+        return whole;
+    }
+    match split(&whole) {
+        Some(alternatives) if alternatives.len() > 1 => Analysis {
+            alternatives,
+            ..whole
+        },
+        _ => whole,
+    }
+}
+
+/// Whether a residual loads through a Geneve header.
+fn reads_geneve(p: Option<&Program>) -> bool {
+    p.is_some_and(|p| {
+        p.values
+            .iter()
+            .flatten()
+            .any(|op| matches!(op, crate::ir::Op::Load(crate::ir::LoadBase::Geneve(_), _)))
+    })
+}
+
+/// `whole` as alternatives (see [`analyze`]), `None` when a bound is
+/// exceeded. An alternative is split until a split would leave a side
+/// without a new atom; it is then kept as it is.
+fn split(whole: &Analysis) -> Option<Vec<Analysis>> {
+    let mut done = Vec::new();
+    let mut todo = vec![whole.clone()];
+    while let Some(a) = todo.pop() {
+        match split_once(&a)? {
+            Some(sides) => {
+                // Popped last first: pushed in reverse, they come out in
+                // program order (then before else).
+                todo.extend(sides.into_iter().rev());
+            }
+            None => done.push(a),
+        }
+        if done.len() + todo.len() > MAX_ALTERNATIVES {
+            return None;
+        }
+    }
+    Some(done)
+}
+
+/// `a` split at its residual's first tests: `Some(Some(sides))`, the
+/// sides that can match; `Some(None)` when `a` is not split, because the
+/// first test is no equality on a packet field or a side gains no atom;
+/// `None` when a side has more than [`MAX_ATOMS`] atoms.
+///
+/// The residual's first test `t1` and the chain of equalities on the same
+/// field along its `else` edges (`t1 ? A1 : t2 ? A2 : ... : B`, as
+/// libpcap tests the EtherTypes of `vlan`, or IPv4 then IPv6) give a side
+/// per test, `t1 ? reject : ... ti ? Ai : reject` (whose atoms include
+/// `ti`), and one for `B` past them all. Each side loads the field first,
+/// as the residual does, so a frame too short for it is rejected by all;
+/// on any other frame exactly one side takes the residual's path, with
+/// the same loads in the same order, and the others reject without
+/// another load.
+fn split_once(a: &Analysis) -> Option<Option<Vec<Analysis>>> {
+    let Some(r) = a.residual.as_ref() else {
+        return Some(None);
+    };
+    let is_chain_test = |id: NodeId, field| match r.nodes[id as usize] {
+        Node::Test { test, .. } => {
+            test.field == field && matches!(edge_atoms(&test), (Some(_), None))
+        }
+        _ => false,
+    };
+    let Node::Test { test: first, .. } = r.nodes[r.root as usize] else {
+        return Some(None);
+    };
+    if !is_chain_test(r.root, first.field) {
+        return Some(None);
+    }
+    let mut chain = vec![r.root];
+    while let Node::Test { els, .. } = r.nodes[*chain.last().expect("not empty") as usize]
+        && is_chain_test(els, first.field)
+        && chain.len() < MAX_ALTERNATIVES
+    {
+        chain.push(els);
+    }
+    let mut sides = Vec::new();
+    for i in 0..=chain.len() {
+        let side = chain_side(r, &chain, i);
+        if side.root == REJECT {
+            continue;
+        }
+        let b = analyze_whole(&side);
+        if b.never {
+            continue;
+        }
+        let mut atoms = a.atoms.clone();
+        for x in b.atoms {
+            if let Err(at) = atoms.binary_search(&x) {
+                atoms.insert(at, x);
+            }
+        }
+        if atoms.windows(2).any(|w| w[0].key == w[1].key) {
+            // Contradicts the filter's own atoms: this side never matches.
+            continue;
+        }
+        if atoms.len() == a.atoms.len() {
+            return Some(None);
+        }
+        if atoms.len() > MAX_ATOMS {
+            return None;
+        }
+        sides.push(Analysis {
+            atoms,
+            residual: b.residual,
+            never: false,
+            alternatives: Vec::new(),
+        });
+    }
+    // No side can match: the filter never does, which the filter left
+    // whole says as well (it is tried, and rejects).
+    Some((!sides.is_empty()).then_some(sides))
+}
+
+/// The side `i` of `r` split along `chain` ([`split_once`]): fresh copies
+/// of the chain's first `i + 1` tests (all of them for the last side, `i
+/// == chain.len()`), the earlier ones leading to reject when they hold,
+/// the `i`th to its own `then` and to reject otherwise (the last side's
+/// last copy to its own `else`), ahead of `r`'s nodes, which are
+/// unchanged (another path may reach a test of the chain). Its root is
+/// [`REJECT`] when the last side is: the chain's `else` is reject.
+fn chain_side(r: &Program, chain: &[NodeId], i: usize) -> Program {
+    let last = i == chain.len();
+    let copies = chain.len().min(i + 1);
+    let shift = |id: NodeId| if id < 2 { id } else { id + copies as NodeId };
+    let mut nodes = vec![Node::Reject, Node::Accept];
+    for (j, &c) in chain[..copies].iter().enumerate() {
+        let Node::Test { test, then, els } = r.nodes[c as usize] else {
+            unreachable!("the chain is tests")
+        };
+        let next = (2 + j + 1) as NodeId;
+        let (then, els) = match (j + 1 == copies, last) {
+            (false, _) => (REJECT, next),
+            (true, false) => (shift(then), REJECT),
+            (true, true) if els == REJECT => {
+                return Program {
+                    nodes: vec![Node::Reject, Node::Accept],
+                    root: REJECT,
+                    values: Vec::new(),
+                };
+            }
+            (true, true) => (REJECT, shift(els)),
+        };
+        nodes.push(Node::Test { test, then, els });
+    }
+    nodes.extend(r.nodes[2..].iter().map(|n| match *n {
+        Node::Test { test, then, els } => Node::Test {
+            test,
+            then: shift(then),
+            els: shift(els),
+        },
+        other => other,
+    }));
+    Program {
+        nodes,
+        root: 2,
+        values: r.values.clone(),
+    }
+}
+
+/// [`analyze`] without the split into alternatives.
+fn analyze_whole(p: &Program) -> Analysis {
     let never = Analysis {
         atoms: Vec::new(),
         residual: None,
         never: true,
+        alternatives: Vec::new(),
     };
     let mut atoms: Vec<Atom> = Vec::new();
     // Restricting by no facts rewrites one-value ranges as equalities.
@@ -136,11 +362,13 @@ pub fn analyze(p: &Program) -> Analysis {
             atoms,
             residual: None,
             never: false,
+            alternatives: Vec::new(),
         },
         _ => Analysis {
             atoms,
             residual: Some(prog),
             never: false,
+            alternatives: Vec::new(),
         },
     }
 }
@@ -504,7 +732,8 @@ pub struct Merged {
     pub nodes: Vec<MNode>,
     /// The root, `None` for an empty table.
     pub root: Option<MNodeId>,
-    /// The filters, indexed by rank.
+    /// The filters, indexed by rank (a filter split into alternatives is
+    /// an entry per alternative, at adjacent ranks).
     pub entries: Vec<Entry>,
 }
 
@@ -568,12 +797,16 @@ pub fn choose_strategy(keys: &[u32]) -> Strategy {
     }
 }
 
-/// One filter as the merger takes it.
+/// One filter as the merger takes it, or one of its
+/// [alternatives](Analysis::alternatives) (the table passes each of a
+/// split filter's [`Analysis::parts`] as a candidate, for its owner, in
+/// its place in rank order). A split filter passed whole merges as well:
+/// its own atoms and residual are exact, only less selective.
 #[derive(Clone, Debug)]
 pub struct Candidate<'a> {
     /// The owner returned when the filter wins.
     pub owner: u32,
-    /// Its analysis.
+    /// Its analysis (its [`Analysis::alternatives`] are not read).
     pub analysis: &'a Analysis,
 }
 

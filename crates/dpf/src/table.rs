@@ -76,6 +76,9 @@ impl Prepared {
 pub struct Classifier {
     merged: Merged,
     version: u64,
+    /// How many filters it was compiled from (the merged structure has an
+    /// entry per alternative of a split filter).
+    filters: usize,
 }
 
 /// The native classifier's signature: the packet's bytes, how many, and
@@ -108,12 +111,12 @@ impl Classifier {
 
     /// How many filters it was compiled from.
     pub fn len(&self) -> usize {
-        self.merged.entries.len()
+        self.filters
     }
 
     /// Whether it was compiled from no filter.
     pub fn is_empty(&self) -> bool {
-        self.merged.entries.is_empty()
+        self.filters == 0
     }
 }
 
@@ -163,6 +166,7 @@ impl Table {
         let empty = Classifier {
             merged: merge(&[]),
             version: 0,
+            filters: 0,
         };
         Table {
             filters: BTreeMap::new(),
@@ -306,14 +310,20 @@ impl Table {
         // Rank order: priority descending, then installation order (ids
         // ascending; the sort is stable over the id-ordered map).
         order.sort_by_key(|(_, f)| std::cmp::Reverse(f.priority));
+        // A filter split into alternatives is one candidate each, for its
+        // owner, at adjacent ranks: the best of them that matches is the
+        // filter's match, in the filter's place among the others.
         let cands: Vec<Candidate<'_>> = order
             .iter()
-            .map(|(_, f)| Candidate {
-                owner: f.owner,
-                analysis: &f.analysis,
+            .flat_map(|(_, f)| {
+                f.analysis.parts().iter().map(|analysis| Candidate {
+                    owner: f.owner,
+                    analysis,
+                })
             })
             .collect();
         let merged = merge(&cands);
+        let filters = order.len();
         let version = self.published.load().version + 1;
         if merged.root.is_some() {
             let func = &mut self.func;
@@ -329,8 +339,11 @@ impl Table {
         } else {
             self.cache.retire(self.key);
         }
-        self.published
-            .store(Arc::new(Classifier { merged, version }));
+        self.published.store(Arc::new(Classifier {
+            merged,
+            version,
+            filters,
+        }));
         Ok(())
     }
 

@@ -283,7 +283,7 @@ impl Program {
     /// once this returns no frame the old program admitted is still on
     /// its way to a socket. On error the attached program stays.
     pub(super) fn sync(&mut self, classifier: &dpf::Classifier) -> Result<(), ebpf::Error> {
-        let filters = classifier.merged().entries.len();
+        let filters = classifier.len();
         let version = classifier.version();
         if self.built_from.is_some_and(|(v, _)| v == version) {
             return Ok(());
