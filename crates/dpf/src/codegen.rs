@@ -1049,6 +1049,34 @@ mod tests {
     }
 
     /// `filters` compiled, and merged with owners 0, 1, ... in order.
+    /// `frame` cut at every length, each with four lengths on the wire:
+    /// the native code, the reference backend's and the filters one by one
+    /// (the first that matches) agree with the merged structure.
+    fn agree_at_every_cut(
+        m: &Merged,
+        programs: &[Program],
+        f: extern "C" fn(*const u8, u64, u64) -> u64,
+        reference: &vcode::reference::RefCode,
+        frame: &[u8],
+    ) {
+        for cut in 0..=frame.len() {
+            let pkt = &frame[..cut];
+            for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
+                let want = m.classify_captured(pkt, wire);
+                let native = owner(f(pkt.as_ptr(), pkt.len() as u64, u64::from(wire)));
+                assert_eq!(native, want, "{cut} of {wire}");
+                assert_eq!(
+                    owner(run_ref(reference, pkt, wire)),
+                    want,
+                    "{cut} of {wire}"
+                );
+                let alone = programs.iter().position(|p| p.matches_captured(pkt, wire));
+                assert_eq!(want, alone.map(|i| i as u32), "{cut} of {wire}");
+            }
+            assert_eq!(m.classify(pkt), m.classify_captured(pkt, cut as u32));
+        }
+    }
+
     fn compiled_and_merged(filters: &[&str]) -> (Vec<Program>, Merged) {
         let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
         let analyses: Vec<_> = programs.iter().map(analyze).collect();
@@ -1196,24 +1224,7 @@ mod tests {
         tagged[18 + 24 + 13] = 0x12;
         tagged.extend([0u8; 8]);
         tagged[18 + 24 + 2..18 + 24 + 4].copy_from_slice(&80u16.to_be_bytes());
-        let check = |frame: &Vec<u8>| {
-            for cut in 0..=frame.len() {
-                let pkt = &frame[..cut];
-                for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
-                    let want = m.classify_captured(pkt, wire);
-                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64, u64::from(wire)));
-                    assert_eq!(native, want, "{cut} of {wire}");
-                    assert_eq!(
-                        owner(run_ref(&reference, pkt, wire)),
-                        want,
-                        "{cut} of {wire}"
-                    );
-                    let alone = programs.iter().position(|p| p.matches_captured(pkt, wire));
-                    assert_eq!(want, alone.map(|i| i as u32), "{cut} of {wire}");
-                }
-                assert_eq!(m.classify(pkt), m.classify_captured(pkt, cut as u32));
-            }
-        };
+        let check = |frame: &Vec<u8>| agree_at_every_cut(&m, &programs, f, &reference, frame);
         // Geneve frames: IPv4 outside (IHL 6, two words of options, VNI
         // 5) carrying a tagged Ethernet frame; IPv6 outside carrying bare
         // IPv4 (IHL 6) under protocol 0x0800; and a tagged one carrying
@@ -1262,23 +1273,7 @@ mod tests {
         assert_eq!(m.classify(&g4), Some(0));
         assert_eq!(m.classify(&g6), Some(2));
         assert_eq!(m.classify(&g_tag), Some(1));
-        let check = |frame: &Vec<u8>| {
-            for cut in 0..=frame.len() {
-                let pkt = &frame[..cut];
-                for wire in [cut, frame.len(), 1514, 0].map(|w| w as u32) {
-                    let want = m.classify_captured(pkt, wire);
-                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64, u64::from(wire)));
-                    assert_eq!(native, want, "{cut} of {wire}");
-                    assert_eq!(
-                        owner(run_ref(&reference, pkt, wire)),
-                        want,
-                        "{cut} of {wire}"
-                    );
-                    let alone = programs.iter().position(|p| p.matches_captured(pkt, wire));
-                    assert_eq!(want, alone.map(|i| i as u32), "{cut} of {wire}");
-                }
-            }
-        };
+        let check = |frame: &Vec<u8>| agree_at_every_cut(&m, &programs, f, &reference, frame);
         for frame in [&g4, &g6, &g_tag, &tagged] {
             check(frame);
         }

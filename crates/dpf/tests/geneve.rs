@@ -15,92 +15,57 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-
-use codecache::{CodeCache, Config};
-use common::{Gen, hex, libpcap_or_skip};
+use common::{
+    Compiled, Gen, dpf_compile, dpf_verdicts, hex, libpcap_or_skip, new_table, xdp_usable,
+};
 use dpf::ebpf::{OnAccept, XdpProgram};
-use dpf::ir::Program;
 use dpf::merge::Merged;
-use dpf::{Reader, Table};
 use rand::Rng;
 
-fn new_table() -> Table {
-    static CACHE: OnceLock<Arc<CodeCache>> = OnceLock::new();
-    static KEY: AtomicU64 = AtomicU64::new(1);
-    let cache = CACHE.get_or_init(|| Arc::new(CodeCache::new(Config::default())));
-    Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Whether bpf(2) can load and test-run XDP programs here; the reason is
-/// printed once when not, and `UNET_REQUIRE_XDP=1` makes it a failure.
-fn xdp_usable() -> bool {
-    static USABLE: OnceLock<bool> = OnceLock::new();
-    *USABLE.get_or_init(|| match ebpf::probe() {
-        Ok(()) => true,
-        Err(why) if std::env::var("UNET_REQUIRE_XDP").as_deref() == Ok("1") => {
-            panic!("UNET_REQUIRE_XDP=1 but bpf(2) is unusable: {why}")
-        }
-        Err(why) => {
-            eprintln!("the eBPF verdicts are skipped: {why}");
-            false
-        }
-    })
-}
-
-/// One filter as dpf compiles it, with every path that gives a verdict.
-struct Compiled {
-    program: Program,
-    table: Table,
-    reader: RefCell<Reader>,
-    xdp: Option<XdpProgram>,
-}
-
-fn dpf_compile(filter: &str, with_xdp: bool) -> Result<Compiled, dpf::Error> {
-    let program = dpf::compile(filter)?;
-    let mut table = new_table();
-    table.install(filter, 1, 0)?;
-    let reader = RefCell::new(table.reader());
-    let xdp = (with_xdp && xdp_usable()).then(|| {
-        let x = XdpProgram::load(
-            table.classifier().merged(),
-            &OnAccept::Return(ebpf::xdp::TX),
-        )
-        .unwrap_or_else(|e| panic!("«{filter}»: the kernel refused even the fallback: {e}"));
+/// [`dpf_compile`], whose XDP program must not have fallen back to the
+/// every-frame program: dpf lowers every Geneve load.
+fn compiled(filter: &str, with_xdp: bool) -> Result<Compiled, dpf::Error> {
+    let c = dpf_compile(filter, with_xdp)?;
+    if let Some(x) = &c.xdp {
         assert!(
             x.fallback().is_none(),
             "«{filter}» fell back: {:?}",
             x.fallback()
         );
-        x
-    });
-    Ok(Compiled {
-        program,
-        table,
-        reader,
-        xdp,
-    })
+    }
+    Ok(c)
 }
 
-fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
-    let mut v = vec![
-        ("reference", c.program.matches(pkt)),
-        (
-            "merged",
-            c.table.classifier().classify_reference(pkt) == Some(1),
-        ),
-        ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
-    ];
-    if let Some(x) = c.xdp.as_ref().filter(|_| pkt.len() >= 14) {
-        let out = x
-            .program()
-            .test_run(&ebpf::TestRun::new(pkt))
-            .unwrap_or_else(|e| panic!("BPF_PROG_TEST_RUN on {}: {e}", hex(pkt)));
-        v.push(("eBPF", out.verdict == ebpf::xdp::TX));
+/// A random Geneve frame's outer headers and what it carries: one of the
+/// generator's frames, whole under 0x6558 (Transparent Ethernet
+/// Bridging) or bare under its EtherType; IPv6 outside with probability
+/// `v6`, else IPv4 now and then with options; a VNI of `vnis`; the
+/// Geneve header's first byte now and then random (its option length).
+fn random_outer(g: &mut Gen, v6: f64, vnis: &[u32]) -> (Outer, Vec<u8>) {
+    let mut inner = g.frame();
+    let v6 = g.rng.random_bool(v6);
+    let teb = g.rng.random_bool(0.6) || inner.len() < 14;
+    let proto = if teb {
+        0x6558
+    } else {
+        u16::from_be_bytes([inner[12], inner[13]])
+    };
+    if !teb {
+        inner.drain(..14);
     }
-    v
+    let mut o = if v6 {
+        Outer::v6(proto)
+    } else {
+        Outer::v4(proto)
+    };
+    o.vni = vnis[g.rng.random_range(0..vnis.len())];
+    if g.rng.random_bool(0.3) {
+        o.first = g.rng.random_range(0..64);
+    }
+    if !v6 && g.rng.random_bool(0.2) {
+        o.ihl = Some(g.rng.random_range(5..=15));
+    }
+    (o, inner)
 }
 
 /// How a Geneve frame is built.
@@ -406,8 +371,7 @@ fn crafted_geneve_frames_agree_with_libpcap_at_every_length() {
         let bpf = pcap
             .compile(filter)
             .unwrap_or_else(|e| panic!("libpcap refuses «{filter}»: {e}"));
-        let ours =
-            dpf_compile(filter, true).unwrap_or_else(|e| panic!("dpf refuses «{filter}»: {e}"));
+        let ours = compiled(filter, true).unwrap_or_else(|e| panic!("dpf refuses «{filter}»: {e}"));
         for frame in &frames {
             for cut in 0..=frame.len() {
                 let pkt = &frame[..cut];
@@ -515,7 +479,7 @@ fn random_filters_inside_geneve_agree_with_libpcap() {
         if g.rng.random_bool(0.2) {
             filter = format!("vlan and {filter}");
         }
-        let ours = dpf_compile(&filter, n % 10 == 0);
+        let ours = compiled(&filter, n % 10 == 0);
         let bpf = match (ours.as_ref(), pcap.compile(&filter)) {
             (Ok(_), Ok(bpf)) => bpf,
             (Err(_), Err(_)) => {
@@ -536,29 +500,7 @@ fn random_filters_inside_geneve_agree_with_libpcap() {
         let ours = ours.expect("checked");
         compared += 1;
         for _ in 0..60 {
-            let mut inner = g.frame();
-            let v6 = g.rng.random_bool(0.3);
-            let teb = g.rng.random_bool(0.6) || inner.len() < 14;
-            let proto = if teb {
-                0x6558
-            } else {
-                u16::from_be_bytes([inner[12], inner[13]])
-            };
-            if !teb {
-                inner.drain(..14);
-            }
-            let mut o = if v6 {
-                Outer::v6(proto)
-            } else {
-                Outer::v4(proto)
-            };
-            o.vni = [12345, 5, 7][g.rng.random_range(0..3)];
-            if g.rng.random_bool(0.3) {
-                o.first = g.rng.random_range(0..64);
-            }
-            if !v6 && g.rng.random_bool(0.2) {
-                o.ihl = Some(g.rng.random_range(5..=15));
-            }
+            let (mut o, inner) = random_outer(&mut g, 0.3, &[12345, 5, 7]);
             if filter.starts_with("vlan") || g.rng.random_bool(0.1) {
                 o.encap = Encap::Vlan(10);
             }
@@ -893,29 +835,7 @@ fn a_table_of_geneve_filters_of_every_outer_form_picks_libpcaps_first_match() {
     let mut frames = crafted();
     let mut g = Gen::new(0x6765_6e65);
     for _ in 0..300 {
-        let mut inner = g.frame();
-        let v6 = g.rng.random_bool(0.4);
-        let teb = g.rng.random_bool(0.6) || inner.len() < 14;
-        let proto = if teb {
-            0x6558
-        } else {
-            u16::from_be_bytes([inner[12], inner[13]])
-        };
-        if !teb {
-            inner.drain(..14);
-        }
-        let mut o = if v6 {
-            Outer::v6(proto)
-        } else {
-            Outer::v4(proto)
-        };
-        o.vni = [12345, 5, 7, 6][g.rng.random_range(0..4)];
-        if g.rng.random_bool(0.3) {
-            o.first = g.rng.random_range(0..64);
-        }
-        if !v6 && g.rng.random_bool(0.2) {
-            o.ihl = Some(g.rng.random_range(5..=15));
-        }
+        let (mut o, inner) = random_outer(&mut g, 0.4, &[12345, 5, 7, 6]);
         o.encap = [
             Encap::None,
             Encap::None,

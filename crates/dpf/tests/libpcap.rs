@@ -15,12 +15,9 @@ mod common;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use codecache::{CodeCache, Config};
-use common::{Gen, hex, libpcap_or_skip};
+use common::{Gen, hex, libpcap_or_skip, new_table};
 use dpf::ir::Program;
 use dpf::{Reader, Table};
 use rand::Rng;
@@ -52,14 +49,6 @@ struct Compiled {
     program: Program,
     table: Table,
     reader: RefCell<Reader>,
-}
-
-/// A table in the tests' shared code cache, under a key of its own.
-fn new_table() -> Table {
-    static CACHE: OnceLock<Arc<CodeCache>> = OnceLock::new();
-    static KEY: AtomicU64 = AtomicU64::new(1);
-    let cache = CACHE.get_or_init(|| Arc::new(CodeCache::new(Config::default())));
-    Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
 }
 
 fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {

@@ -25,17 +25,10 @@
 
 mod common;
 
-use std::cell::RefCell;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use codecache::{CodeCache, Config};
-use common::{Gen, hex, libpcap_or_skip};
-use dpf::ebpf::{OnAccept, XdpProgram};
-use dpf::ir::Program;
-use dpf::{Reader, Table};
+use common::{Gen, dpf_compile, dpf_verdicts, hex, libpcap_or_skip};
 use rand::Rng;
 
 /// The suite, as committed.
@@ -63,78 +56,6 @@ fn suite() -> Vec<(bool, &'static str)> {
             }
         })
         .collect()
-}
-
-fn new_table() -> Table {
-    static CACHE: OnceLock<Arc<CodeCache>> = OnceLock::new();
-    static KEY: AtomicU64 = AtomicU64::new(1);
-    let cache = CACHE.get_or_init(|| Arc::new(CodeCache::new(Config::default())));
-    Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Whether bpf(2) can load and test-run XDP programs here; the reason
-/// is printed once when not, and `UNET_REQUIRE_XDP=1` makes it a failure.
-fn xdp_usable() -> bool {
-    static USABLE: OnceLock<bool> = OnceLock::new();
-    *USABLE.get_or_init(|| match ebpf::probe() {
-        Ok(()) => true,
-        Err(why) if std::env::var("UNET_REQUIRE_XDP").as_deref() == Ok("1") => {
-            panic!("UNET_REQUIRE_XDP=1 but bpf(2) is unusable: {why}")
-        }
-        Err(why) => {
-            eprintln!("the eBPF verdicts are skipped: {why}");
-            false
-        }
-    })
-}
-
-/// One expression as dpf compiles it, with every path that gives a verdict.
-struct Compiled {
-    program: Program,
-    table: Table,
-    reader: RefCell<Reader>,
-    /// The table lowered to XDP, where bpf(2) is usable: accepted frames
-    /// return `XDP_TX`.
-    xdp: Option<XdpProgram>,
-}
-
-fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {
-    let program = dpf::compile(filter)?;
-    let mut table = new_table();
-    table.install(filter, 1, 0)?;
-    let reader = RefCell::new(table.reader());
-    let xdp = xdp_usable().then(|| {
-        XdpProgram::load(
-            table.classifier().merged(),
-            &OnAccept::Return(ebpf::xdp::TX),
-        )
-        .unwrap_or_else(|e| panic!("«{filter}»: the kernel refused even the fallback: {e}"))
-    });
-    Ok(Compiled {
-        program,
-        table,
-        reader,
-        xdp,
-    })
-}
-
-fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
-    let mut v = vec![
-        ("reference", c.program.matches(pkt)),
-        (
-            "merged",
-            c.table.classifier().classify_reference(pkt) == Some(1),
-        ),
-        ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
-    ];
-    if let Some(x) = c.xdp.as_ref().filter(|_| pkt.len() >= 14) {
-        let out = x
-            .program()
-            .test_run(&ebpf::TestRun::new(pkt))
-            .unwrap_or_else(|e| panic!("BPF_PROG_TEST_RUN on {}: {e}", hex(pkt)));
-        v.push(("eBPF", out.verdict == ebpf::xdp::TX));
-    }
-    v
 }
 
 /// The constants an expression names, to be planted in frames.
@@ -427,7 +348,7 @@ fn libpcap_suite_agrees_and_coverage_holds() {
     let mut failures = Vec::new();
     let mut rejected = std::collections::BTreeMap::<String, usize>::new();
     for (libpcap_accepts, expr) in suite() {
-        let ours = dpf_compile(expr);
+        let ours = dpf_compile(expr, true);
         if !libpcap_accepts {
             if ours.is_ok() {
                 failures.push(format!(

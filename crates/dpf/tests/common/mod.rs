@@ -13,7 +13,15 @@
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use codecache::{CodeCache, Config};
+use dpf::ebpf::{OnAccept, XdpProgram};
+use dpf::ir::Program;
 use dpf::pcap::Libpcap;
+use dpf::{Reader, Table};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -1108,4 +1116,84 @@ impl Gen {
 /// Lowercase hex of a packet, for failure messages.
 pub fn hex(pkt: &[u8]) -> String {
     pkt.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ------------------------------------------------- one filter, every verdict
+
+/// A table in the tests' shared code cache, under a key of its own.
+pub fn new_table() -> Table {
+    static CACHE: OnceLock<Arc<CodeCache>> = OnceLock::new();
+    static KEY: AtomicU64 = AtomicU64::new(1);
+    let cache = CACHE.get_or_init(|| Arc::new(CodeCache::new(Config::default())));
+    Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whether bpf(2) can load and test-run XDP programs here; the reason
+/// is printed once when not, and `UNET_REQUIRE_XDP=1` makes it a failure.
+pub fn xdp_usable() -> bool {
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(|| match ebpf::probe() {
+        Ok(()) => true,
+        Err(why) if std::env::var("UNET_REQUIRE_XDP").as_deref() == Ok("1") => {
+            panic!("UNET_REQUIRE_XDP=1 but bpf(2) is unusable: {why}")
+        }
+        Err(why) => {
+            eprintln!("the eBPF verdicts are skipped: {why}");
+            false
+        }
+    })
+}
+
+/// One expression as dpf compiles it, with every path that gives a verdict.
+pub struct Compiled {
+    pub program: Program,
+    pub table: Table,
+    pub reader: RefCell<Reader>,
+    /// The table lowered to XDP, where bpf(2) is usable and it was asked
+    /// for: accepted frames return `XDP_TX`.
+    pub xdp: Option<XdpProgram>,
+}
+
+/// `filter` compiled, in a one-filter table of its own, and lowered to
+/// XDP as well when `with_xdp` and bpf(2) is usable.
+pub fn dpf_compile(filter: &str, with_xdp: bool) -> Result<Compiled, dpf::Error> {
+    let program = dpf::compile(filter)?;
+    let mut table = new_table();
+    table.install(filter, 1, 0)?;
+    let reader = RefCell::new(table.reader());
+    let xdp = (with_xdp && xdp_usable()).then(|| {
+        XdpProgram::load(
+            table.classifier().merged(),
+            &OnAccept::Return(ebpf::xdp::TX),
+        )
+        .unwrap_or_else(|e| panic!("«{filter}»: the kernel refused even the fallback: {e}"))
+    });
+    Ok(Compiled {
+        program,
+        table,
+        reader,
+        xdp,
+    })
+}
+
+/// Every verdict dpf gives for one (filter, frame) pair, by name: the
+/// lowered program, the merged structure, the native classifier and, on
+/// frames XDP can carry, the XDP program in the kernel.
+pub fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
+    let mut v = vec![
+        ("reference", c.program.matches(pkt)),
+        (
+            "merged",
+            c.table.classifier().classify_reference(pkt) == Some(1),
+        ),
+        ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
+    ];
+    if let Some(x) = c.xdp.as_ref().filter(|_| pkt.len() >= 14) {
+        let out = x
+            .program()
+            .test_run(&ebpf::TestRun::new(pkt))
+            .unwrap_or_else(|e| panic!("BPF_PROG_TEST_RUN on {}: {e}", hex(pkt)));
+        v.push(("eBPF", out.verdict == ebpf::xdp::TX));
+    }
+    v
 }
