@@ -2,7 +2,10 @@
 //! filters (the text before the first NUL, one a line, owners 1 to 4 at
 //! two priorities) merged into one table, and a frame (the bytes after the
 //! NUL, as given and behind an Ethernet/IPv4/TCP header), classified by
-//! both. Any difference is a miscompile of the merged table.
+//! both, and by each filter's own program in rank order (priority, then
+//! installation), libpcap's first match. Any difference is a miscompile
+//! of the merged table, or a merge (or a filter's split into
+//! alternatives) that changed a verdict.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -20,15 +23,19 @@ fuzz_target!(|data: &[u8]| {
     };
     let frame = data.get(split + 1..).unwrap_or(&[]);
     let mut table = dpf::Table::new();
-    let mut installed = 0;
+    // (priority, owner, program) of each filter installed.
+    let mut installed = Vec::new();
     for (i, src) in text.split('\n').take(4).enumerate() {
-        if table.install(src, i as u32 + 1, i as i32 % 2).is_ok() {
-            installed += 1;
+        let (owner, priority) = (i as u32 + 1, i as i32 % 2);
+        if table.install(src, owner, priority).is_ok() {
+            installed.push((priority, owner, dpf::compile(src).expect("it installed")));
         }
     }
-    if installed == 0 {
+    if installed.is_empty() {
         return;
     }
+    // Rank order: priority descending, then installation order.
+    installed.sort_by_key(|&(priority, owner, _)| (std::cmp::Reverse(priority), owner));
     let reference = table.classifier();
     let mut native = table.reader();
     let behind = [&HEADERS[..], frame].concat();
@@ -37,6 +44,15 @@ fuzz_target!(|data: &[u8]| {
             native.classify(f),
             reference.classify_reference(f),
             "{text:?} on {f:?}"
+        );
+        let first = installed
+            .iter()
+            .find(|(_, _, p)| p.matches(f))
+            .map(|&(_, owner, _)| owner);
+        assert_eq!(
+            reference.classify_reference(f),
+            first,
+            "the merged table against each filter alone: {text:?} on {f:?}"
         );
     }
 });
