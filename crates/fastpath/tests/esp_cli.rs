@@ -5,31 +5,11 @@
 //! them; `dump` prints the extracted fast path and its machine code; bad
 //! input is an error with a position and a failing exit status.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
 
-fn fastpath(args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("runs fastpath");
-    // A command that refuses its arguments exits before it reads its
-    // input: the pipe's end is then gone, which is no failure here.
-    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        r => r.unwrap(),
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use std::path::{Path, PathBuf};
+
+use common::{fastpath_input, fastpath_with_input as fastpath};
 
 fn programs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../esp/programs")
@@ -741,27 +721,6 @@ fn run_refuses_flags_it_would_ignore() {
     assert!(err.contains("f is defined twice"), "{err}");
 }
 
-/// The exit status, stdout and stderr of a run.
-fn fastpath_status(args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("runs fastpath");
-    match child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        r => r.unwrap(),
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// A process looping for ever without a channel operation (which `esp
 /// check` reports) stops `esp run` on every backend, with and without a
 /// fast path whose graph contains the loop: an error at the loop, exit
@@ -806,14 +765,14 @@ process P {
             if with_spec {
                 args.extend(["--fastpath", &spec]);
             }
-            let (code, out, err) = fastpath_status(&args, "");
+            let (code, out, err) = fastpath_input(&args, "");
             assert_eq!(code, Some(1), "{args:?}: {err}");
             assert_eq!(out, "o 1\n", "{args:?}");
             assert!(err.contains(&want), "{args:?}: {err}");
             assert!(err.contains("--max-local-iterations"), "{err}");
         }
     }
-    let (code, _, err) = fastpath_status(&["esp", "run", &src], "");
+    let (code, _, err) = fastpath_input(&["esp", "run", &src], "");
     assert_eq!(code, Some(1));
     assert!(
         err.contains(&format!(
@@ -832,7 +791,7 @@ process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
     );
     for backend in ["interp", "native"] {
         let run = |n: &str| {
-            fastpath_status(
+            fastpath_input(
                 &[
                     "esp",
                     "run",
@@ -857,7 +816,7 @@ process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
     // of 2,500 (2,501 in the graph, 2,499 after it) and are reported with
     // 2,499.
     let run = |n: &str| {
-        fastpath_status(
+        fastpath_input(
             &[
                 "esp",
                 "run",
@@ -875,7 +834,7 @@ process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
     let (code, out, err) = run("2499");
     assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
     assert!(err.contains("2:23: process P ran more than 2499"), "{err}");
-    let (_, help, _) = fastpath_status(&["esp", "run", "--help"], "");
+    let (_, help, _) = fastpath_input(&["esp", "run", "--help"], "");
     assert!(
         help.contains("--max-local-iterations <N>")
             && help.contains(&format!(

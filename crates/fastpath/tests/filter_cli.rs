@@ -8,12 +8,10 @@
 //! table or the capture from standard input; `--json` prints one JSON
 //! object.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 mod common;
-use common::{fastpath, json_error};
+use common::{fastpath, fastpath_with_input, json_error};
 
 /// A TCP/IPv4 frame to `dst`, destination port `port`.
 fn frame(dst: [u8; 4], port: u16) -> Vec<u8> {
@@ -137,25 +135,6 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// Runs `fastpath` with `input` on its standard input.
-fn fastpath_stdin(args: &[&str], input: &[u8]) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("runs fastpath");
-    // fastpath may exit before reading all of it (an error): ignore EPIPE.
-    let _ = child.stdin.take().unwrap().write_all(input);
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A capture made by tcpdump or dumpcap (see crates/dpf/tests/data).
@@ -329,19 +308,19 @@ fn a_dash_reads_standard_input() {
     let d = Dir::new("filter-stdin");
     let table = d.file("table.txt", TABLE.as_bytes());
     let cap = std::fs::read(real("lo-snap64.pcap")).unwrap();
-    let (ok, out, err) = fastpath_stdin(&["filter", "match", &table, "-"], &cap);
+    let (ok, out, err) = fastpath_with_input(&["filter", "match", &table, "-"], &cap);
     assert!(ok, "{err}");
     assert!(out.starts_with("40 packets\n"), "{out}");
-    let (ok, out, err) = fastpath_stdin(
+    let (ok, out, err) = fastpath_with_input(
         &["filter", "match", "-", &real("lo.pcap")],
         TABLE.as_bytes(),
     );
     assert!(ok, "{err}");
     assert!(out.contains("owner 4: 18"), "{out}");
-    let (ok, out, err) = fastpath_stdin(&["filter", "compile", "-"], TABLE.as_bytes());
+    let (ok, out, err) = fastpath_with_input(&["filter", "compile", "-"], TABLE.as_bytes());
     assert!(ok, "{err}");
     assert!(out.starts_with("4 filters compiled"), "{out}");
-    let (ok, _, err) = fastpath_stdin(&["filter", "match", "-", "-"], b"");
+    let (ok, _, err) = fastpath_with_input(&["filter", "match", "-", "-"], b"");
     assert!(!ok);
     assert!(err.contains("cannot both be standard input"), "{err}");
 }
