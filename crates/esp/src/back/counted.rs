@@ -151,17 +151,6 @@ fn comparison(e: &Expr, positive: bool) -> Option<(BinOp, &Expr, &Expr)> {
     }
 }
 
-/// `a op b` as `b op' a`.
-fn mirror(op: BinOp) -> BinOp {
-    match op {
-        BinOp::Lt => BinOp::Gt,
-        BinOp::Gt => BinOp::Lt,
-        BinOp::Le => BinOp::Ge,
-        BinOp::Ge => BinOp::Le,
-        other => other,
-    }
-}
-
 /// The step of `i = i + 1`, `i = 1 + i`, `i = i - 1`, `i = i + -1`,
 /// `i = -1 + i`: `Some(true)` up, `Some(false)` down.
 fn step(var: u32, value: &Expr) -> Option<bool> {
@@ -326,7 +315,7 @@ fn counted_loop(g: &Graph, inside: &[bool], comp: &[usize], h: usize) -> Option<
             tries.push((*v, op, b));
         }
         if let Expr::Var(v) = b {
-            tries.push((*v, mirror(op), a));
+            tries.push((*v, opt::mirror_compare(op), a));
         }
         for (var, op, bound) in tries {
             match bound {

@@ -480,7 +480,7 @@ pub(crate) fn negate_compare(op: BinOp) -> BinOp {
 }
 
 /// `a op b` as `b op' a`.
-fn mirror_compare(op: BinOp) -> BinOp {
+pub(crate) fn mirror_compare(op: BinOp) -> BinOp {
     match op {
         BinOp::Lt => BinOp::Gt,
         BinOp::Gt => BinOp::Lt,
