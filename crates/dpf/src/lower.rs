@@ -1718,26 +1718,37 @@ fn below_mpls(p: &Primitive) -> Primitive {
 /// replaced by `with` of its type.
 fn map_link_types(c: Cond, with: impl Fn(u32) -> Cond) -> Cond {
     let mut c = c;
-    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    each_test(&mut c, |c| {
+        if let Cond::Test(leaf) = c
+            && link_type_test(leaf)
+        {
+            debug_assert!(matches!(
+                leaf.key,
+                Key::Prim {
+                    mask: u32::MAX,
+                    cmp: Cmp::Eq,
+                    ..
+                }
+            ));
+            *c = with(leaf.key.value());
+        }
+    });
+    c
+}
+
+/// Calls `f` on every test of `c` (each a [`Cond::Test`], which `f` may
+/// change or replace), walking the tree with a stack rather than by
+/// recursion, since a filter's tree may be thousands deep.
+fn each_test(c: &mut Cond, mut f: impl FnMut(&mut Cond)) {
+    let mut stack: Vec<&mut Cond> = vec![c];
     while let Some(c) = stack.pop() {
         match c {
-            Cond::Test(leaf) if link_type_test(leaf) => {
-                debug_assert!(matches!(
-                    leaf.key,
-                    Key::Prim {
-                        mask: u32::MAX,
-                        cmp: Cmp::Eq,
-                        ..
-                    }
-                ));
-                *c = with(leaf.key.value());
-            }
+            Cond::Test(_) => f(c),
             Cond::Not(x) => stack.push(x),
             Cond::And(cs) | Cond::Or(cs) => stack.extend(cs.iter_mut()),
-            _ => {}
+            Cond::Const(_) => {}
         }
     }
-    c
 }
 
 /// `c` below a label stack: each IPv4 or IPv6 EtherType test becomes
@@ -1798,39 +1809,32 @@ fn ppp_types(c: Cond) -> Cond {
 fn shift_cond(c: Cond, shift: u32, values: &mut Values) -> Cond {
     let d = 4 * shift;
     let mut c = c;
-    let mut stack: Vec<&mut Cond> = vec![&mut c];
-    while let Some(c) = stack.pop() {
-        match c {
-            Cond::Test(leaf) => {
-                let f = leaf.test.field;
-                let new = match f.base {
-                    Base::Link if f.offset >= 12 => Field {
-                        offset: f.offset + d,
-                        ..f
-                    },
-                    Base::Transport => Field {
-                        base: Base::Value(values.intern(vec![
-                            Op::Const(f.offset),
-                            Op::Load(LoadBase::Transport(d), f.size),
-                        ])),
-                        offset: 0,
-                        size: Size::W,
-                    },
-                    _ => continue,
-                };
-                match &mut leaf.key {
-                    Key::Raw { class: 0, .. } => continue,
-                    Key::Raw { class, .. } => *class += 4 * shift,
-                    Key::Prim { field, .. } => *field = new,
-                    Key::Arith { .. } | Key::Diff { .. } => continue,
-                }
-                leaf.test.field = new;
-            }
-            Cond::Not(x) => stack.push(x),
-            Cond::And(v) | Cond::Or(v) => stack.extend(v.iter_mut()),
-            Cond::Const(_) => {}
+    each_test(&mut c, |c| {
+        let Cond::Test(leaf) = c else { return };
+        let f = leaf.test.field;
+        let new = match f.base {
+            Base::Link if f.offset >= 12 => Field {
+                offset: f.offset + d,
+                ..f
+            },
+            Base::Transport => Field {
+                base: Base::Value(values.intern(vec![
+                    Op::Const(f.offset),
+                    Op::Load(LoadBase::Transport(d), f.size),
+                ])),
+                offset: 0,
+                size: Size::W,
+            },
+            _ => return,
+        };
+        match &mut leaf.key {
+            Key::Raw { class: 0, .. } => return,
+            Key::Raw { class, .. } => *class += 4 * shift,
+            Key::Prim { field, .. } => *field = new,
+            Key::Arith { .. } | Key::Diff { .. } => return,
         }
-    }
+        leaf.test.field = new;
+    });
     c
 }
 
@@ -2003,44 +2007,37 @@ fn in_geneve(inner: &Primitive, outer: Outer, values: &mut Values) -> Cond {
             .collect()
     };
     let mut c = c;
-    let mut stack: Vec<&mut Cond> = vec![&mut c];
-    while let Some(c) = stack.pop() {
-        match c {
-            Cond::Test(leaf) => {
-                let f = leaf.test.field;
-                let ops = match f.base {
-                    Base::Link => {
-                        let (layer, index, add) =
-                            // (Nothing but the link header lies before the
-                            // type, which the tags after the `geneve` move.)
-                            if f.offset < 12 + s || matches!(leaf.key, Key::Raw { class: 0, .. })
-                            {
-                                (GeneveLayer::Link, f.offset, 0)
-                            } else if f.offset < 14 + s || (dsap_after_type && f.offset == 14 + s) {
-                                (GeneveLayer::Type, f.offset - 12 - s, s)
-                            } else {
-                                (GeneveLayer::Payload, f.offset - 14 - s, s)
-                            };
-                        vec![Op::Const(index), Op::Load(base(layer, add), f.size)]
-                    }
-                    Base::Transport => vec![
-                        Op::Const(f.offset),
-                        Op::Load(base(GeneveLayer::Transport, s), f.size),
-                    ],
-                    Base::Value(i) => map_ops(&values.list[i as usize]),
-                };
-                let i = values.intern(ops);
-                leaf.test.field = Field {
-                    base: Base::Value(i),
-                    offset: 0,
-                    size: Size::W,
-                };
+    each_test(&mut c, |c| {
+        let Cond::Test(leaf) = c else { return };
+        let f = leaf.test.field;
+        let ops = match f.base {
+            Base::Link => {
+                let (layer, index, add) =
+                    // (Nothing but the link header lies before the
+                    // type, which the tags after the `geneve` move.)
+                    if f.offset < 12 + s || matches!(leaf.key, Key::Raw { class: 0, .. })
+                    {
+                        (GeneveLayer::Link, f.offset, 0)
+                    } else if f.offset < 14 + s || (dsap_after_type && f.offset == 14 + s) {
+                        (GeneveLayer::Type, f.offset - 12 - s, s)
+                    } else {
+                        (GeneveLayer::Payload, f.offset - 14 - s, s)
+                    };
+                vec![Op::Const(index), Op::Load(base(layer, add), f.size)]
             }
-            Cond::Not(x) => stack.push(x),
-            Cond::And(v) | Cond::Or(v) => stack.extend(v.iter_mut()),
-            Cond::Const(_) => {}
-        }
-    }
+            Base::Transport => vec![
+                Op::Const(f.offset),
+                Op::Load(base(GeneveLayer::Transport, s), f.size),
+            ],
+            Base::Value(i) => map_ops(&values.list[i as usize]),
+        };
+        let i = values.intern(ops);
+        leaf.test.field = Field {
+            base: Base::Value(i),
+            offset: 0,
+            size: Size::W,
+        };
+    });
     if matches!(
         bare,
         Primitive::EtherHost { .. } | Primitive::Broadcast | Primitive::Multicast
