@@ -1846,26 +1846,7 @@ fn value_leaf(value: u32, mask: u32, cmp: Cmp, k: u32) -> Cond {
         offset: 0,
         size: Size::W,
     };
-    let test = Test {
-        field,
-        mask,
-        cmp,
-        value: k,
-    };
-    Cond::Test(Leaf {
-        test,
-        key: Key::Prim {
-            field,
-            mask,
-            cmp,
-            value: k,
-        },
-        invert: false,
-        late: Late::Keep,
-        decided_in: 0,
-        peephole_rounds: 0,
-        poison: None,
-    })
+    prim(field, mask, cmp, k)
 }
 
 /// libpcap's Geneve UDP port.

@@ -789,21 +789,22 @@ process P {
 process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
 ",
     );
+    let run = |backend: &str, n: &str| {
+        fastpath_input(
+            &[
+                "esp",
+                "run",
+                &finite,
+                "--backend",
+                backend,
+                "--max-local-iterations",
+                n,
+            ],
+            "",
+        )
+    };
     for backend in ["interp", "native"] {
-        let run = |n: &str| {
-            fastpath_input(
-                &[
-                    "esp",
-                    "run",
-                    &finite,
-                    "--backend",
-                    backend,
-                    "--max-local-iterations",
-                    n,
-                ],
-                "",
-            )
-        };
+        let run = |n: &str| run(backend, n);
         let (code, out, err) = run("5000");
         assert_eq!((code, out.as_str()), (Some(0), "o 12497500\n"), "{err}");
         let (code, out, err) = run("4999");
@@ -815,20 +816,7 @@ process P { var i, s; while (i < 5000) { s = s + i; i = i + 1; } out(o, s); }
     // which goes on with a full budget: 5,000 iterations pass with a bound
     // of 2,500 (2,501 in the graph, 2,499 after it) and are reported with
     // 2,499.
-    let run = |n: &str| {
-        fastpath_input(
-            &[
-                "esp",
-                "run",
-                &finite,
-                "--backend",
-                "automata",
-                "--max-local-iterations",
-                n,
-            ],
-            "",
-        )
-    };
+    let run = |n: &str| run("automata", n);
     let (code, out, err) = run("2500");
     assert_eq!((code, out.as_str()), (Some(0), "o 12497500\n"), "{err}");
     let (code, out, err) = run("2499");
